@@ -1,0 +1,31 @@
+# distrun: set-up, demo and tests. `make test` and `make demo` work on a fresh clone with only Python.
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.distrun-installed
+
+.PHONY: test demo lint typecheck bench clean
+
+$(STAMP): pyproject.toml constraints.txt
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --disable-pip-version-check -c constraints.txt 'torch==2.13.0'
+	$(PY) -m pip install --quiet --disable-pip-version-check -c constraints.txt -e '.[dev]'
+	touch $(STAMP)
+
+test: $(STAMP)
+	$(PY) -m pytest -q
+
+demo: $(STAMP)
+	$(VENV)/bin/distrun convert examples/mnist_like.py -o examples/mnist_like_ddp.py
+	$(VENV)/bin/distrun launch --nproc-per-node 2 examples/mnist_like_ddp.py --epochs 3
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/mypy
+
+bench: $(STAMP)
+	$(PY) benchmarks/bench_convert.py
+	$(PY) benchmarks/bench_startup.py
+
+clean:
+	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache

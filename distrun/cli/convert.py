@@ -1,0 +1,80 @@
+"""`distrun convert`: parse options, call the converter, write files, render the report."""
+
+from __future__ import annotations
+
+import click
+
+from distrun.errors import EXIT_FOUND_WORK, EXIT_OK, InputError
+
+
+@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@click.argument("script", type=click.Path(dir_okay=True, path_type=str))
+@click.option("-o", "--output", "output", metavar="OUT",
+              help="Write the result to OUT ('-': stdout). Default: <stem>_ddp.py beside SCRIPT.")
+@click.option("--in-place", is_flag=True,
+              help="Rewrite SCRIPT itself; the original is kept as SCRIPT.orig.")
+@click.option("--no-backup", is_flag=True, help="With --in-place: keep no SCRIPT.orig.")
+@click.option("--diff", "show_diff", is_flag=True, help="Print a unified diff; write nothing.")
+@click.option("--check", is_flag=True,
+              help="Write nothing; exit 1 if SCRIPT needs converting, 0 if not.")
+@click.option("--force", is_flag=True, help="Replace an existing OUT (kept as OUT.orig).")
+@click.option("--report", "report_format", type=click.Choice(["text", "json"]), default="text",
+              show_default=True, help="Format of the change report.")
+def convert(script: str, output: str | None, in_place: bool, no_backup: bool, show_diff: bool,
+            check: bool, force: bool, report_format: str) -> int:
+    """Rewrite a single-GPU PyTorch SCRIPT into a DistributedDataParallel script.
+
+    \b
+    Every change and every warning is reported as FILE:LINE. Exit codes:
+      0  converted (or already distributed: nothing to do)
+      1  --check: the script needs converting
+      2  bad input: missing file, not Python, syntax error, OUT would overwrite SCRIPT
+    \b
+    Examples:
+      distrun convert train.py                 # writes train_ddp.py
+      distrun convert train.py --diff          # show what would change
+      distrun convert train.py --in-place      # train.py rewritten, train.py.orig kept
+      distrun convert train.py --check         # for CI / pre-commit
+    """
+    from distrun.cli import render
+    from distrun.convert import convert_source
+    from distrun.files import default_output, read_script, same_file, write_atomic
+
+    modes = [m for m, on in (("-o", output is not None), ("--in-place", in_place),
+                             ("--diff", show_diff), ("--check", check)) if on]
+    if len(modes) > 1:
+        raise InputError(f"{' and '.join(modes)} cannot be used together",
+                         "choose one of -o OUT, --in-place, --diff, --check")
+    if no_backup and not in_place:
+        raise InputError("--no-backup only makes sense with --in-place")
+
+    if output not in (None, "-") and same_file(output, script):
+        raise InputError(f"{output} is the script itself: refusing to overwrite it",
+                         "use --in-place to rewrite it (a .orig backup is kept)")
+    source = read_script(script)
+    result = convert_source(source.text, script)
+    written: str | None = None
+    report_to_stderr = output == "-" or show_diff
+
+    if check or show_diff:
+        pass
+    elif output == "-":
+        click.echo(result.output, nl=False)  # unchanged scripts too: `-o - > x.py` works
+    elif result.changed:
+        target = script if in_place else (output or default_output(script))
+        write_atomic(target, source.encode(result.output), like=script,
+                     backup=(in_place and not no_backup) or force, force=force or in_place)
+        written = target
+
+    if show_diff:
+        click.echo(render.unified_diff(result.source, result.output, script), nl=False)
+    if report_format == "json":
+        click.echo(render.report_json(result, script, written), err=report_to_stderr)
+    else:
+        text = render.report_text(result, script)
+        if text:
+            click.echo(text, err=report_to_stderr)
+        click.echo(render.summary(result, script, written), err=report_to_stderr)
+    if check and result.changed:
+        return EXIT_FOUND_WORK
+    return EXIT_OK

@@ -1,0 +1,151 @@
+"""The edit plan transforms fill in, and the single pass that applies it.
+
+Transforms never modify the tree themselves: they look at `Facts` (the original
+tree) and record edits keyed by original nodes: replace a node (as a function of
+its already-updated version, so edits nest), insert statements before or after a
+statement. `apply` then rewrites the tree once, which keeps every untouched
+comment, blank line and format exactly as it was.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import libcst as cst
+
+from distrun.convert.analysis import Facts
+from distrun.convert.report import Change, Finding, Severity
+
+Rewrite = Callable[[cst.CSTNode], cst.CSTNode]
+
+
+@dataclass
+class Names:
+    """Identifiers the converted script introduces, chosen not to clash with the script's."""
+
+    local_rank: str = "LOCAL_RANK"
+    rank: str = "RANK"
+    world_size: str = "WORLD_SIZE"
+    device: str = "DEVICE"
+    dist: str = "dist"
+    ddp: str = "DDP"
+    sampler: str = "DistributedSampler"
+
+    @classmethod
+    def avoiding(cls, taken: set[str], imports: dict[str, str]) -> Names:
+        wanted = {
+            "dist": "torch.distributed",
+            "ddp": "torch.nn.parallel.DistributedDataParallel",
+            "sampler": "torch.utils.data.distributed.DistributedSampler",
+        }
+        chosen = cls()
+        for attr in ("local_rank", "rank", "world_size", "device", "dist", "ddp", "sampler"):
+            base = getattr(chosen, attr)
+            name = base
+            # An existing import of exactly what we need is reused; anything else bound
+            # under that name makes us pick another.
+            while (name in taken or name in imports) and imports.get(name) != wanted.get(attr):
+                name = f"{base}_" if not name.endswith("_") else f"_{name}"
+            setattr(chosen, attr, name)
+        return chosen
+
+
+@dataclass
+class Plan:
+    facts: Facts
+    names: Names
+    replace: dict[cst.CSTNode, list[Rewrite]] = field(default_factory=lambda: defaultdict(list))
+    before: dict[cst.CSTNode, list[cst.BaseStatement]] = field(
+        default_factory=lambda: defaultdict(list)
+    )
+    after: dict[cst.CSTNode, list[cst.BaseStatement]] = field(
+        default_factory=lambda: defaultdict(list)
+    )
+    changes: list[Change] = field(default_factory=list)
+    findings: list[Finding] = field(default_factory=list)
+    needed_imports: set[str] = field(default_factory=set)
+    touched_top_level: list[cst.CSTNode] = field(default_factory=list)
+
+    # -- recording ---------------------------------------------------------------
+
+    def change(self, node: cst.CSTNode, rule: str, message: str) -> None:
+        self.changes.append(Change(self.facts.line(node), rule, message))
+
+    def finding(
+        self, node: cst.CSTNode | None, rule: str, message: str, fix: str = "",
+        severity: Severity = "warning",
+    ) -> None:
+        line = self.facts.line(node) if node is not None else 1
+        self.findings.append(Finding(line, rule, severity, message, fix))
+
+    def rewrite(self, node: cst.CSTNode, fn: Rewrite) -> None:
+        self.replace[node].append(fn)
+        self._touch(node)
+
+    def insert_before(self, stmt: cst.CSTNode, new: Sequence[cst.BaseStatement]) -> None:
+        self.before[stmt].extend(new)
+        self._touch(stmt)
+
+    def insert_after(self, stmt: cst.CSTNode, new: Sequence[cst.BaseStatement]) -> None:
+        self.after[stmt].extend(new)
+        self._touch(stmt)
+
+    def _touch(self, node: cst.CSTNode) -> None:
+        self.touched_top_level.append(self.facts.top_level_statement(node))
+
+    @property
+    def has_edits(self) -> bool:
+        return bool(self.replace or self.before or self.after)
+
+    def apply(self) -> cst.Module:
+        result = self.facts.module.visit(_Applier(self))
+        assert isinstance(result, cst.Module)
+        return result
+
+
+class _Applier(cst.CSTTransformer):
+    def __init__(self, plan: Plan) -> None:
+        self.plan = plan
+
+    def on_leave(self, original_node: cst.CSTNode, updated_node: cst.CSTNode):  # type: ignore[no-untyped-def]
+        node: cst.CSTNode = updated_node
+        for fn in self.plan.replace.get(original_node, ()):
+            node = fn(node)
+        if isinstance(node, cst.IndentedBlock) and not node.body:
+            # Every statement of a block was removed: keep it valid.
+            node = node.with_changes(body=[cst.SimpleStatementLine([cst.Pass()])])
+        before = self.plan.before.get(original_node, [])
+        after = self.plan.after.get(original_node, [])
+        if before or after:
+            kept = [node] if isinstance(node, cst.BaseStatement) else []
+            return cst.FlattenSentinel([*before, *kept, *after])
+        return node
+
+
+# -- small builders shared by the transforms ---------------------------------------
+
+
+def statement(code: str) -> cst.BaseStatement:
+    return cst.parse_statement(code)
+
+
+def statements(code: str) -> list[cst.BaseStatement]:
+    return list(cst.parse_module(code).body)
+
+
+def expression(code: str) -> cst.BaseExpression:
+    return cst.parse_expression(code)
+
+
+def guard_rank0(stmt: cst.CSTNode, rank: str) -> cst.If:
+    """`if RANK == 0:` around a statement, keeping the comments above it outside."""
+    assert isinstance(stmt, (cst.SimpleStatementLine, cst.BaseCompoundStatement))
+    leading = stmt.leading_lines
+    inner = stmt.with_changes(leading_lines=())
+    return cst.If(
+        test=expression(f"{rank} == 0"),
+        body=cst.IndentedBlock(body=[inner]),
+        leading_lines=leading,
+    )

@@ -1,0 +1,61 @@
+"""Result records of a conversion: what changed, what was found, and the output text.
+
+The core returns these; `distrun.cli.render` turns them into text or JSON.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+Severity = Literal["error", "warning", "info"]
+Status = Literal["converted", "already-distributed", "nothing-to-do", "unsupported"]
+
+
+@dataclass(frozen=True)
+class Change:
+    """One rewrite the converter applied, at a line of the ORIGINAL script."""
+
+    line: int
+    rule: str
+    message: str
+
+
+@dataclass(frozen=True)
+class Finding:
+    """Something the converter could not make safe by itself, and how to fix it."""
+
+    line: int
+    rule: str
+    severity: Severity
+    message: str
+    fix: str = ""
+
+
+@dataclass
+class ConvertResult:
+    """What `convert_source` returns. It never prints and never exits."""
+
+    source: str
+    output: str
+    status: Status
+    changes: list[Change] = field(default_factory=list)
+    findings: list[Finding] = field(default_factory=list)
+
+    @property
+    def changed(self) -> bool:
+        return self.output != self.source
+
+    def sorted_entries(self) -> list[Change | Finding]:
+        """Changes and findings together, in line order (changes first on a tie)."""
+        entries: list[Change | Finding] = [*self.changes, *self.findings]
+        return sorted(entries, key=lambda e: (e.line, isinstance(e, Finding)))
+
+    def to_json(self, filename: str) -> dict[str, Any]:
+        return {
+            "file": filename,
+            "status": self.status,
+            "changed": self.changed,
+            "changes": [asdict(c) for c in sorted(self.changes, key=lambda c: c.line)],
+            "findings": [asdict(f) for f in sorted(self.findings, key=lambda f: f.line)],
+        }

@@ -1,0 +1,74 @@
+"""Checkpoints: saved once, by global rank 0, with the plain model's keys; loaded onto
+the local device.
+
+Rewrites:
+  torch.save(obj, path)    ->  if RANK == 0: torch.save(obj, path)   then   dist.barrier()
+  torch.save(model, path)  ->  torch.save(model.module, path)   (the wrapped model)
+  torch.load(path)         ->  torch.load(path, map_location=DEVICE)
+
+`model.state_dict()` becomes `model.module.state_dict()` through the model transform,
+so saved keys carry no `module.` prefix, also inside checkpoint dicts. Won't: guard a
+`torch.save` that shares its line with other statements (reported).
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from distrun.convert.analysis import Facts, keyword, positional
+from distrun.convert.plan import Plan, Rewrite, expression, guard_rank0, statement
+from distrun.convert.transforms.model import WrappedModel, references
+
+
+def plan_checkpoints(facts: Facts, plan: Plan, models: list[WrappedModel]) -> None:
+    refs = {id(r) for m in models for r in references(facts, m)}
+    rank, dist, dev = plan.names.rank, plan.names.dist, plan.names.device
+    for call in facts.calls:
+        name = facts.call_name(call)
+        if name == "torch.save":
+            args = positional(call)
+            if args and id(args[0].value) in refs:
+                plan.rewrite(args[0].value, _through_module)
+                plan.change(call, "checkpoint", "save the model inside the DDP wrapper, not "
+                            "the wrapper")
+            stmt = facts.statement(call)
+            if (
+                isinstance(stmt, cst.SimpleStatementLine)
+                and len(stmt.body) == 1
+                and isinstance(stmt.body[0], cst.Expr)
+            ):
+                plan.rewrite(stmt, lambda n: guard_rank0(n, rank))
+                plan.insert_after(stmt, [statement(f"{dist}.barrier()\n")])
+                plan.needed_imports.add("dist")
+                plan.change(call, "checkpoint", "checkpoint saved by rank 0 only, then "
+                            f"`{dist}.barrier()` so no rank reads it before it is written")
+            else:
+                plan.finding(call, "checkpoint", "`torch.save` not alone on its line: every "
+                             "rank writes the file", f"save under `if {rank} == 0:` then call "
+                             f"`{dist}.barrier()`")
+        elif name == "torch.load" and keyword(call, "map_location") is None:
+            if len(positional(call)) >= 2:
+                continue
+            plan.rewrite(call, _add_map_location(dev))
+            plan.change(call, "checkpoint", f"`torch.load(..., map_location={dev})`: each "
+                        "rank loads onto its own device")
+
+
+def _through_module(node: cst.CSTNode) -> cst.CSTNode:
+    assert isinstance(node, cst.BaseExpression)
+    return cst.Attribute(value=node, attr=cst.Name("module"))
+
+
+def _add_map_location(dev: str) -> Rewrite:
+    def rewrite(node: cst.CSTNode) -> cst.CSTNode:
+        assert isinstance(node, cst.Call)
+        args = list(node.args)
+        if args and not isinstance(args[-1].comma, cst.Comma):
+            args[-1] = args[-1].with_changes(
+                comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
+        args.append(cst.Arg(
+            value=expression(dev), keyword=cst.Name("map_location"),
+            equal=cst.AssignEqual(cst.SimpleWhitespace(""), cst.SimpleWhitespace(""))))
+        return node.with_changes(args=args)
+
+    return rewrite

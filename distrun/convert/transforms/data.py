@@ -1,0 +1,392 @@
+"""Data: shard every training DataLoader with a DistributedSampler, reshuffle each epoch.
+
+A DataLoader is a training loader when it is iterated by a loop that calls
+`.backward()` or `optimizer.step()` (followed through function parameters,
+`self.` attributes and helper functions that return loaders), or, failing that,
+when its name says so (`train_loader`), or when it is the script's only loader.
+It gets `sampler=DistributedSampler(dataset, shuffle=<the loader's old shuffle>)`
+and loses `shuffle`, whether that was a keyword, the third positional argument,
+or a key of a `**kwargs` dict built elsewhere (read at run time, never mutated).
+`loader.sampler.set_epoch(epoch)` goes at the top of the loop around the epoch.
+
+Evaluation loaders are left whole: every rank evaluates the full set, so sums
+divided by `len(loader.dataset)` stay exact. Won't: shard a loader that already
+has a sampler or batch_sampler, or an IterableDataset (reported with the fix).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import libcst as cst
+
+from distrun.convert.analysis import Facts, dotted, keyword, positional
+from distrun.convert.plan import Plan, Rewrite, expression, statement
+
+ITERABLE_DATASET = frozenset({"torch.utils.data.IterableDataset",
+                              "torch.utils.data.dataset.IterableDataset"})
+DATALOADER = frozenset({"torch.utils.data.DataLoader", "torch.utils.data.dataloader.DataLoader"})
+_ITER_WRAPPERS = frozenset({
+    "enumerate", "iter", "zip", "tqdm", "tqdm.tqdm", "tqdm.auto.tqdm", "tqdm.notebook.tqdm",
+})
+_LOADER_PARAMS = [
+    "dataset", "batch_size", "shuffle", "sampler", "batch_sampler", "num_workers",
+    "collate_fn", "pin_memory", "drop_last", "timeout", "worker_init_fn",
+]
+_EVAL_NAME = re.compile(r"test|val|eval|dev|valid", re.IGNORECASE)
+_TRAIN_NAME = re.compile(r"train", re.IGNORECASE)
+_STEP_OWNER = re.compile(r"optim|opt$|scaler", re.IGNORECASE)
+
+
+@dataclass
+class TrainLoop:
+    loop: cst.For
+    loader: str  # dotted code of the iterated loader, e.g. "train_loader" or "self.loader"
+
+
+def plan_data(facts: Facts, plan: Plan) -> None:
+    loaders = [c for c in facts.calls if facts.call_name(c) in DATALOADER]
+    if not loaders:
+        plan.finding(None, "data", "no DataLoader found: batches seem to be built by hand, "
+                     "so every rank would train on the same data",
+                     "wrap the data in a Dataset and a DataLoader, or slice it per rank: "
+                     "`data[RANK::WORLD_SIZE]`")
+        return
+    train_loops = _train_loops(facts)
+    train_names: set[str] = set()
+    for tl in train_loops:
+        train_names |= _origin_names(facts, tl.loader, facts.scope(tl.loop), 0)
+    sharded: set[str] = set()
+    for call in loaders:
+        names = _construction_names(facts, call)
+        kind, why = _classify(names, train_names, len(loaders))
+        if kind == "train":
+            if _add_sampler(facts, plan, call, why):
+                sharded |= names
+        elif kind == "eval":
+            plan.finding(call, "data", "evaluation DataLoader left unsharded: every rank "
+                         "evaluates the full set, so its metrics are exact", severity="info")
+        else:
+            plan.finding(call, "data", "cannot tell whether this DataLoader is for training; "
+                         "left unsharded (every rank reads all of it)",
+                         "if it feeds training, pass `sampler=DistributedSampler(dataset, "
+                         "shuffle=...)` and drop `shuffle`")
+    placed: set[tuple[int, str]] = set()
+    for tl in train_loops:
+        if _origin_names(facts, tl.loader, facts.scope(tl.loop), 0) & sharded:
+            _place_set_epoch(facts, plan, tl.loop, tl.loader, facts.scope(tl.loop), 0, placed)
+
+
+def _unwrap_iter(facts: Facts, expr: cst.BaseExpression) -> cst.BaseExpression:
+    while isinstance(expr, cst.Call) and facts.call_name(expr) in _ITER_WRAPPERS:
+        args = positional(expr)
+        if not args:
+            break
+        expr = args[0].value
+    return expr
+
+
+def _trains(facts: Facts, container: cst.CSTNode, depth: int = 0) -> bool:
+    for call in facts.calls_in(container):
+        func = call.func
+        if isinstance(func, cst.Attribute):
+            if func.attr.value == "backward":
+                return True
+            if func.attr.value == "step" and _STEP_OWNER.search(dotted(func.value) or ""):
+                return True
+        found = facts.callee(call)
+        if found is not None and depth < 3 and found[0] is not container:
+            if _trains(facts, found[0], depth + 1):
+                return True
+    return False
+
+
+def _train_loops(facts: Facts) -> list[TrainLoop]:
+    loops = []
+    for loop in facts.for_loops:
+        code = dotted(_unwrap_iter(facts, loop.iter))
+        if code is not None and _trains(facts, loop.body):
+            loops.append(TrainLoop(loop, code))
+    return loops
+
+
+def _origin_names(facts: Facts, code: str, scope: cst.CSTNode, depth: int) -> set[str]:
+    """Names the loader `code` (seen in `scope`) goes by on its way from where it is built."""
+    names = {code.rsplit(".", 1)[-1]}
+    if depth > 4:
+        return names
+    if code.startswith("self."):
+        cls = facts.enclosing_class(scope)
+        if cls is None:
+            return names
+        for attr in facts.attributes:
+            parent = facts.parent.get(attr)
+            if dotted(attr) != code or not isinstance(parent, cst.AssignTarget):
+                continue
+            if facts.enclosing_class(attr) is not cls:
+                continue
+            assign = facts.parent.get(parent)
+            value = dotted(assign.value) if isinstance(assign, cst.Assign) else None
+            method = facts.function(attr)
+            if value is not None and method is not None:
+                names |= _origin_names(facts, value, method, depth + 1)
+    elif isinstance(scope, cst.FunctionDef) and code in facts.params(scope, False):
+        for site, is_method in facts.call_sites(scope):
+            arg = facts.argument_for(site, scope, is_method, code)
+            arg_code = dotted(arg) if arg is not None else None
+            if arg_code is not None:
+                names |= _origin_names(facts, arg_code, facts.scope(site), depth + 1)
+    return names
+
+
+def _construction_names(facts: Facts, call: cst.Call) -> set[str]:
+    """Names a DataLoader gets: `x = DataLoader(...)`, `self.x = ...`, a keyword it is
+    passed as, and, when a helper returns it (directly, by name, or in a tuple), the
+    names the helper's callers give its result."""
+    node: cst.CSTNode = call
+    index: int | None = None
+    parent = facts.parent.get(node)
+    if isinstance(parent, cst.Element) and isinstance(facts.parent.get(parent), cst.Tuple):
+        tup = facts.parent[parent]
+        assert isinstance(tup, cst.Tuple)
+        index = list(tup.elements).index(parent)
+        node, parent = tup, facts.parent.get(tup)
+    names: set[str] = set()
+    if isinstance(parent, cst.Assign):
+        names = _target_names(parent, index)
+    elif isinstance(parent, cst.Arg) and parent.keyword is not None:
+        names = {parent.keyword.value}
+    func = facts.function(call)
+    if func is None:
+        return names
+    if isinstance(parent, cst.Return):
+        return {func.name.value} | _caller_names(facts, func, index)
+    for ret in facts.returns:
+        if facts.function(ret) is not func or ret.value is None:
+            continue
+        if isinstance(ret.value, cst.Name) and ret.value.value in names:
+            names |= _caller_names(facts, func, None)
+        elif isinstance(ret.value, cst.Tuple):
+            for i, element in enumerate(ret.value.elements):
+                if isinstance(element.value, cst.Name) and element.value.value in names:
+                    names |= _caller_names(facts, func, i)
+    return names
+
+
+def _caller_names(facts: Facts, func: cst.FunctionDef, index: int | None) -> set[str]:
+    names: set[str] = set()
+    for site, _ in facts.call_sites(func):
+        assign = facts.parent.get(site)
+        if isinstance(assign, cst.Assign) and assign.value is site:
+            names |= _target_names(assign, index)
+    return names
+
+
+def _target_names(assign: cst.Assign, index: int | None) -> set[str]:
+    if index is None:
+        return {n for t in assign.targets if (n := _terminal(t.target)) is not None}
+    return _tuple_target_names(assign, index)
+
+
+def _terminal(target: cst.BaseExpression) -> str | None:
+    code = dotted(target)
+    return code.rsplit(".", 1)[-1] if code else None
+
+
+def _tuple_target_names(assign: cst.Assign, index: int) -> set[str]:
+    names = set()
+    for t in assign.targets:
+        if isinstance(t.target, (cst.Tuple, cst.List)) and index < len(t.target.elements):
+            name = _terminal(t.target.elements[index].value)
+            if name:
+                names.add(name)
+    return names
+
+
+def _classify(names: set[str], train_names: set[str], count: int) -> tuple[str, str]:
+    if names & train_names:
+        return "train", "it feeds the training loop"
+    if any(_EVAL_NAME.search(n) for n in names):
+        return "eval", ""
+    if any(_TRAIN_NAME.search(n) for n in names):
+        return "train", "its name says training"
+    if count == 1:
+        return "train", "it is the script's only DataLoader"
+    return "unknown", ""
+
+
+def _add_sampler(facts: Facts, plan: Plan, call: cst.Call, why: str) -> bool:
+    if keyword(call, "sampler") or keyword(call, "batch_sampler") or len(positional(call)) > 3:
+        plan.finding(call, "data", "this training DataLoader already has a sampler: "
+                     "it was not sharded, so every rank reads the whole dataset",
+                     "shard it yourself: wrap the sampler's indices per rank, or use "
+                     "`DistributedSampler(dataset, shuffle=...)`")
+        return False
+    pos = positional(call)
+    ds_arg = keyword(call, "dataset") or (pos[0] if pos else None)
+    if ds_arg is None:
+        return False
+    if _is_iterable_dataset(facts, ds_arg.value):
+        plan.finding(call, "data", "this DataLoader reads an IterableDataset: a sampler cannot "
+                     "shard it, so it was left as it is", "shard inside the dataset's __iter__ "
+                     "(see the IterableDataset warning)")
+        return False
+    ds_code = dotted(ds_arg.value)
+    if ds_code is None:
+        hoisted = _hoist_dataset(facts, plan, call, ds_arg)
+        if hoisted is None:
+            return False
+        ds_code = hoisted
+    shuffle_arg = keyword(call, "shuffle") or (pos[2] if len(pos) > 2 else None)
+    stars = [a for a in call.args if a.star == "**"]
+    if shuffle_arg is not None:
+        shuffle = facts.code(shuffle_arg.value)
+    elif stars:
+        merged = ", ".join(f"**{facts.code(a.value)}" for a in stars)
+        source = facts.code(stars[0].value) if len(stars) == 1 else f"{{{merged}}}"
+        shuffle = f'{source}.get("shuffle", False)'
+    else:
+        shuffle = "False"
+    sampler = f"{plan.names.sampler}({ds_code}, shuffle={shuffle})"
+    plan.needed_imports.add("sampler")
+    plan.rewrite(call, _rebuild_loader(sampler))
+    plan.change(call, "data", f"DataLoader sharded with `{sampler}` ({why}); `shuffle` moved "
+                "to the sampler. Each rank now reads 1/WORLD_SIZE of the data: the global batch "
+                "is batch_size x WORLD_SIZE")
+    return True
+
+
+def _is_iterable_dataset(facts: Facts, expr: cst.BaseExpression) -> bool:
+    """Is `expr` an instance of one of the script's IterableDataset classes?"""
+    if isinstance(expr, cst.Name):
+        for name in facts.names:
+            parent = facts.parent.get(name)
+            if name.value == expr.value and isinstance(parent, cst.AssignTarget):
+                assign = facts.parent.get(parent)
+                if isinstance(assign, cst.Assign) and _is_iterable_dataset(facts, assign.value):
+                    return True
+        return False
+    if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Name):
+        cls = facts.classes.get(expr.func.value)
+        return cls is not None and any(
+            facts.qualname(b.value) in ITERABLE_DATASET for b in cls.bases)
+    return False
+
+
+def _hoist_dataset(facts: Facts, plan: Plan, call: cst.Call, ds_arg: cst.Arg) -> str | None:
+    stmt = facts.statement(call)
+    if not isinstance(stmt, cst.SimpleStatementLine):
+        plan.finding(call, "data", "the dataset is built inside the DataLoader call in a "
+                     "place where it cannot be named; loader left unsharded",
+                     "assign the dataset to a variable first, then convert again")
+        return None
+    name = "dataset"
+    stems = [n.replace("loader", "").strip("_") for n in _construction_names(facts, call)]
+    if stems and stems[0]:
+        name = f"{stems[0]}_dataset"
+    while name in facts.bound_names:
+        name = f"{name}_"
+    facts.bound_names.add(name)
+    value = facts.code(ds_arg.value)
+    plan.insert_before(stmt, [statement(f"{name} = {value}\n")])
+    plan.rewrite(ds_arg.value, lambda _n: cst.Name(name))
+    plan.change(call, "data", f"dataset assigned to `{name}` so the sampler can see it")
+    return name
+
+
+def _rebuild_loader(sampler: str) -> Rewrite:
+    def rewrite(node: cst.CSTNode) -> cst.CSTNode:
+        assert isinstance(node, cst.Call)
+        args: list[cst.Arg] = []
+        pos_index = 0
+        for arg in node.args:
+            if arg.keyword is None and not arg.star:
+                if pos_index == 2:  # positional shuffle: dropped
+                    pos_index += 1
+                    continue
+                if pos_index > 2:
+                    arg = arg.with_changes(
+                        keyword=cst.Name(_LOADER_PARAMS[pos_index]),
+                        equal=cst.AssignEqual(cst.SimpleWhitespace(""), cst.SimpleWhitespace("")),
+                    )
+                pos_index += 1
+            elif arg.keyword is not None and arg.keyword.value == "shuffle":
+                continue
+            elif arg.star == "**":
+                code = cst.Module([]).code_for_node(arg.value)
+                arg = arg.with_changes(value=expression(f'{{**{code}, "shuffle": False}}'))
+            args.append(arg)
+        new_arg = cst.Arg(
+            value=expression(sampler),
+            keyword=cst.Name("sampler"),
+            equal=cst.AssignEqual(cst.SimpleWhitespace(""), cst.SimpleWhitespace("")),
+        )
+        first_star = next((i for i, a in enumerate(args) if a.star), len(args))
+        args.insert(first_star, new_arg)
+        return node.with_changes(args=_fix_commas(args))
+
+    return rewrite
+
+
+def _fix_commas(args: list[cst.Arg]) -> list[cst.Arg]:
+    """Every argument but the last gets a comma (keeping the script's own spacing)."""
+    fixed = []
+    for i, arg in enumerate(args):
+        if i < len(args) - 1 and not isinstance(arg.comma, cst.Comma):
+            arg = arg.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
+        fixed.append(arg)
+    return fixed
+
+
+def _place_set_epoch(facts: Facts, plan: Plan, at: cst.CSTNode, loader: str,
+                     scope: cst.CSTNode, depth: int, placed: set[tuple[int, str]]) -> None:
+    epoch_loop = next(iter(facts.enclosing_loops(at)), None)
+    if epoch_loop is not None:
+        body = epoch_loop.body
+        target = epoch_loop.target if isinstance(epoch_loop, cst.For) else None
+        var = _first_name(target) if target is not None else None
+        if var is None or not isinstance(body, cst.IndentedBlock):
+            plan.finding(epoch_loop, "data", "found no epoch variable to reshuffle with",
+                         f"call `{loader}.sampler.set_epoch(epoch)` at the start of each epoch")
+            return
+        key = (id(epoch_loop), loader)
+        if key in placed:
+            return
+        placed.add(key)
+        first = body.body[0]
+        if "." not in loader and _assigned_inside(facts, epoch_loop, loader):
+            first = facts.statement(at) or first
+        plan.insert_before(first, [statement(f"{loader}.sampler.set_epoch({var})\n")])
+        plan.change(epoch_loop, "data", f"`{loader}.sampler.set_epoch({var})` at the start of "
+                    "each epoch, so every epoch gets a new shuffle")
+        return
+    if not isinstance(scope, cst.FunctionDef) or depth >= 3:
+        plan.finding(at, "data", "found no epoch loop around this training loop",
+                     f"call `{loader}.sampler.set_epoch(epoch)` at the start of each epoch")
+        return
+    for site, is_method in facts.call_sites(scope):
+        if loader.startswith("self."):
+            arg_code: str | None = loader
+        else:
+            arg = facts.argument_for(site, scope, is_method, loader)
+            arg_code = dotted(arg) if arg is not None else None
+        if arg_code is not None:
+            _place_set_epoch(facts, plan, site, arg_code, facts.scope(site), depth + 1, placed)
+
+
+def _first_name(target: cst.BaseExpression) -> str | None:
+    if isinstance(target, cst.Name):
+        return target.value
+    if isinstance(target, (cst.Tuple, cst.List)) and target.elements:
+        return _first_name(target.elements[0].value)
+    return None
+
+
+def _assigned_inside(facts: Facts, container: cst.CSTNode, name: str) -> bool:
+    return any(
+        n.value == name and isinstance(facts.parent.get(n), cst.AssignTarget)
+        and facts.inside(n, container)
+        for n in facts.names
+    )
+

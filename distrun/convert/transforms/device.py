@@ -1,0 +1,116 @@
+"""Devices: every GPU the script names becomes the local rank's device.
+
+Rewrites:
+  x.cuda() / x.cuda(0) / x.cuda(non_blocking=True)  ->  x.to(DEVICE[, non_blocking=True])
+  "cuda" / "cuda:0" as a device (torch.device(...), .to(...), device=..., map_location=...,
+  or assigned to a name with "device" in it)          ->  DEVICE
+  torch.device("cuda", 0)                              ->  DEVICE
+  device = 0 / gpu = 0  (a GPU index)                  ->  device = LOCAL_RANK
+  torch.cuda.set_device(...) statement                 ->  removed (the setup block does it)
+
+DEVICE is the local rank's GPU when CUDA is available and the CPU otherwise, so a
+script converted here runs on CPU-only machines too. Won't touch: devices read from
+the command line or a config (their value is only known at run time: reported).
+"""
+
+from __future__ import annotations
+
+import re
+
+import libcst as cst
+
+from distrun.convert.analysis import Facts, dotted, positional, string_value
+from distrun.convert.plan import Plan, Rewrite, expression
+
+_CUDA_STRING = re.compile(r"^cuda(:0)?$")
+_GPU_INDEX_NAME = re.compile(r"(^|_)(device|gpu|gpu_id|device_id|cuda_device)$")
+
+
+def plan_devices(facts: Facts, plan: Plan) -> None:
+    dev = plan.names.device
+    for call in facts.calls:
+        func = call.func
+        name = facts.call_name(call)
+        if isinstance(func, cst.Attribute) and func.attr.value == "cuda" and name != "torch.cuda":
+            if dotted(func.value) == "torch":
+                continue
+            plan.rewrite(call, _cuda_to_device(dev))
+            plan.change(call, "device", f"`.cuda()` -> `.to({dev})`: the local rank's device")
+        elif name == "torch.device" and len(positional(call)) == 2:
+            first = string_value(positional(call)[0].value)
+            if first == "cuda":
+                plan.rewrite(call, lambda _node: expression(dev))
+                plan.change(call, "device", f"`torch.device(\"cuda\", N)` -> `{dev}`")
+        elif name == "torch.cuda.set_device":
+            stmt = facts.statement(call)
+            if isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1:
+                plan.rewrite(stmt, _remove)
+                plan.change(call, "device", "removed `torch.cuda.set_device(...)`: the setup "
+                            "block sets the local rank's GPU")
+    for string in facts.strings:
+        value = string_value(string)
+        if value is not None and _CUDA_STRING.match(value) and _is_device_context(facts, string):
+            plan.rewrite(string, lambda _node: expression(dev))
+            plan.change(string, "device", f"device {value!r} -> `{dev}` (the local rank's device)")
+    _plan_gpu_index(facts, plan)
+
+
+def _cuda_to_device(dev: str) -> Rewrite:
+    def rewrite(node: cst.CSTNode) -> cst.CSTNode:
+        assert isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute)
+        kept = [a for a in node.args if a.keyword is not None and a.keyword.value != "device"]
+        args = [cst.Arg(expression(dev)), *kept]
+        if kept:
+            args[0] = args[0].with_changes(
+                comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
+            )
+            args[-1] = args[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
+        return node.with_changes(func=node.func.with_changes(attr=cst.Name("to")), args=args)
+
+    return rewrite
+
+
+def _remove(node: cst.CSTNode) -> cst.CSTNode:
+    return cst.RemoveFromParent()  # type: ignore[return-value]
+
+
+def _is_device_context(facts: Facts, string: cst.SimpleString) -> bool:
+    """Is this "cuda" literal used as a device (rather than, say, a log message)?"""
+    node: cst.CSTNode = string
+    for anc in facts.ancestors(string):
+        if isinstance(anc, cst.IfExp) or isinstance(anc, cst.Arg) and anc.keyword is None:
+            node = anc
+            continue
+        if isinstance(anc, cst.Arg):
+            kw = anc.keyword.value if anc.keyword else ""
+            return kw in ("device", "map_location")
+        if isinstance(anc, cst.Call):
+            name = facts.call_name(anc) or ""
+            func = anc.func
+            is_to = isinstance(func, cst.Attribute) and func.attr.value == "to"
+            first = positional(anc)[:1]
+            return (name == "torch.device" or is_to) and bool(first) and first[0] is node
+        if isinstance(anc, (cst.Assign, cst.AnnAssign)):
+            targets = (
+                [t.target for t in anc.targets] if isinstance(anc, cst.Assign) else [anc.target]
+            )
+            return any("device" in (dotted(t) or "").lower() for t in targets)
+        return False
+    return False
+
+
+def _plan_gpu_index(facts: Facts, plan: Plan) -> None:
+    """`device = 0` / `gpu = 0`: an integer GPU index becomes the local rank."""
+    rank = plan.names.local_rank
+    for node in facts.names:
+        parent = facts.parent.get(node)
+        if not isinstance(parent, cst.AssignTarget) or not _GPU_INDEX_NAME.search(node.value):
+            continue
+        assign = facts.parent.get(parent)
+        if (
+            isinstance(assign, cst.Assign)
+            and isinstance(assign.value, cst.Integer)
+            and assign.value.value == "0"
+        ):
+            plan.rewrite(assign.value, lambda _node: expression(rank))
+            plan.change(assign, "device", f"GPU index `{node.value} = 0` -> `{rank}`")

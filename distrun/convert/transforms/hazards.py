@@ -1,0 +1,53 @@
+"""Hazards: what cannot be converted mechanically becomes a finding with the fix.
+
+Finds: BatchNorm layers (SyncBatchNorm on GPU), dataset downloads (`download=True`:
+rank 0 first, then a barrier), IterableDataset (a DistributedSampler cannot shard
+it), CUDA_VISIBLE_DEVICES set inside the script, full-batch optimizers (LBFGS).
+Rewrites nothing.
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from distrun.convert.analysis import Facts, dotted, keyword
+from distrun.convert.plan import Plan
+from distrun.convert.transforms.data import ITERABLE_DATASET
+
+
+def plan_hazards(facts: Facts, plan: Plan) -> None:
+    batchnorm_seen = False
+    for call in facts.calls:
+        name = facts.call_name(call) or ""
+        last = name.rsplit(".", 1)[-1]
+        if last in ("BatchNorm1d", "BatchNorm2d", "BatchNorm3d") and not batchnorm_seen:
+            batchnorm_seen = True
+            plan.finding(call, "batchnorm", "BatchNorm computes statistics per rank: with small "
+                         "per-rank batches results differ from one process",
+                         "on GPU add `model = nn.SyncBatchNorm.convert_sync_batchnorm(model)` "
+                         "before the DDP wrap (SyncBatchNorm does not run on CPU)")
+        download = keyword(call, "download")
+        if download is not None and dotted(download.value) != "False":
+            plan.finding(call, "download", "every rank downloads the dataset at once: files can "
+                         "be corrupted", f"download on rank 0 first: `if {plan.names.rank} == 0:"
+                         f" <dataset with download=True>`, then `{plan.names.dist}.barrier()`, "
+                         "then build it with download=False on every rank")
+        if name == "torch.optim.LBFGS":
+            plan.finding(call, "full-batch", "LBFGS usually trains on the full batch: sharding "
+                         "the data changes its steps", "check that each step's loss is a mean "
+                         "over the whole global batch")
+    for cls in facts.classes.values():
+        for base in cls.bases:
+            if facts.qualname(base.value) in ITERABLE_DATASET:
+                plan.finding(cls, "iterable-dataset", f"`{cls.name.value}` is an "
+                             "IterableDataset: DistributedSampler cannot shard it, so every "
+                             "rank would read the same items",
+                             "in __iter__, keep every WORLD_SIZE-th item: "
+                             "`itertools.islice(items, RANK, None, WORLD_SIZE)`")
+    for node in facts.strings:
+        if node.evaluated_value == "CUDA_VISIBLE_DEVICES":
+            parent = facts.parent.get(facts.parent.get(node, node), node)
+            if isinstance(parent, (cst.Subscript, cst.SubscriptElement, cst.Index)):
+                plan.finding(node, "device", "the script sets CUDA_VISIBLE_DEVICES: every rank "
+                             "would see the same GPUs", "remove it; torchrun gives each rank "
+                             "its own LOCAL_RANK")

@@ -1,0 +1,119 @@
+"""Output: print, logging, progress bars and trackers on global rank 0 only.
+
+Rewrites:
+  print(...) / logging.info(...) / logger.warning(...)   ->  if RANK == 0: <the same line>
+  tqdm(iterable, ...)                                     ->  tqdm(iterable, ..., disable=RANK != 0)
+  writer = SummaryWriter(...) / run = wandb.init(...)    ->  ... if RANK == 0 else None
+  writer.add_scalar(...) / wandb.log(...) / save_image(...) / plt.savefig(...)
+                                                          ->  if RANK == 0: <the same line>
+
+Won't: guard a print whose arguments call the script's own functions (they may run
+collectives every rank must join): reported with the fix. Won't touch a print that
+shares its line with other statements.
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from distrun.convert.analysis import Facts, dotted, keyword
+from distrun.convert.plan import Plan, expression, guard_rank0
+
+_LOG_LEVELS = frozenset({"debug", "info", "warning", "warn", "error", "exception", "critical",
+                         "log"})
+_TQDM = frozenset({"tqdm.tqdm", "tqdm.auto.tqdm", "tqdm.notebook.tqdm", "tqdm.trange",
+                   "tqdm.auto.trange", "tqdm.notebook.trange"})
+_TRACKERS = frozenset({"torch.utils.tensorboard.SummaryWriter", "tensorboardX.SummaryWriter",
+                       "wandb.init"})
+_RANK0_CALLS = frozenset({"wandb.log", "wandb.finish", "wandb.watch", "wandb.save",
+                          "torchvision.utils.save_image", "matplotlib.pyplot.savefig",
+                          "mlflow.log_metric", "mlflow.log_metrics", "mlflow.log_param"})
+
+
+def plan_output(facts: Facts, plan: Plan) -> None:
+    loggers = _names_assigned_from(facts, {"logging.getLogger"})
+    trackers = _names_assigned_from(facts, _TRACKERS)
+    rank = plan.names.rank
+    for call in facts.calls:
+        name = facts.call_name(call) or ""
+        func = call.func
+        owner = dotted(func.value) if isinstance(func, cst.Attribute) else None
+        attr = func.attr.value if isinstance(func, cst.Attribute) else None
+        if name == "print":
+            _guard(facts, plan, call, "print")
+        elif name.startswith("logging.") and attr in _LOG_LEVELS:
+            _guard(facts, plan, call, "logging")
+        elif owner in loggers and attr in _LOG_LEVELS:
+            _guard(facts, plan, call, "logging")
+        elif owner in trackers or name in _RANK0_CALLS:
+            _guard(facts, plan, call, "tracking")
+        elif name in _TQDM:
+            _disable_bar(facts, plan, call)
+        elif name in _TRACKERS:
+            parent = facts.parent.get(call)
+            if isinstance(parent, cst.Assign) and parent.value is call:
+                plan.rewrite(call, lambda n: expression(
+                    f"{cst.Module([]).code_for_node(n)} if {rank} == 0 else None"))
+                plan.change(call, "output", f"`{name.rsplit('.', 1)[-1]}` created on rank 0 only")
+            else:
+                _guard(facts, plan, call, "tracking")
+
+
+def _names_assigned_from(facts: Facts, callees: set[str] | frozenset[str]) -> set[str]:
+    names = set()
+    for call in facts.calls:
+        if facts.call_name(call) in callees:
+            parent = facts.parent.get(call)
+            if isinstance(parent, cst.Assign) and parent.value is call:
+                names |= {c for t in parent.targets if (c := dotted(t.target))}
+    return names
+
+
+def _guard(facts: Facts, plan: Plan, call: cst.Call, what: str) -> None:
+    stmt = facts.statement(call)
+    if not (
+        isinstance(stmt, cst.SimpleStatementLine)
+        and len(stmt.body) == 1
+        and isinstance(stmt.body[0], cst.Expr)
+        and stmt.body[0].value is call
+    ):
+        plan.finding(call, "output", f"this {what} call is not alone on its line: every rank "
+                     "runs it", f"put it on its own line under `if {plan.names.rank} == 0:`")
+        return
+    own = [c for c in facts.calls_in(call) if c is not call and facts.callee(c) is not None]
+    if own:
+        fn = facts.code(own[0].func)
+        plan.finding(call, "output", f"this {what} line calls `{fn}()`, which may run on every "
+                     "rank; left unguarded, so every rank prints it",
+                     f"compute the value first, then print it under `if {plan.names.rank} == 0:`")
+        return
+    rank = plan.names.rank
+    plan.rewrite(stmt, lambda n: guard_rank0(n, rank))
+    plan.change(call, "output", f"{what} on rank 0 only")
+
+
+def _disable_bar(facts: Facts, plan: Plan, call: cst.Call) -> None:
+    rank = plan.names.rank
+    existing = keyword(call, "disable")
+
+    def rewrite(node: cst.CSTNode) -> cst.CSTNode:
+        assert isinstance(node, cst.Call)
+        if existing is not None:
+            args = [
+                a.with_changes(value=expression(
+                    f"({cst.Module([]).code_for_node(a.value)}) or {rank} != 0"))
+                if a.keyword is not None and a.keyword.value == "disable" else a
+                for a in node.args
+            ]
+            return node.with_changes(args=args)
+        args = list(node.args)
+        if args and not isinstance(args[-1].comma, cst.Comma):
+            args[-1] = args[-1].with_changes(
+                comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
+        args.append(cst.Arg(
+            value=expression(f"{rank} != 0"), keyword=cst.Name("disable"),
+            equal=cst.AssignEqual(cst.SimpleWhitespace(""), cst.SimpleWhitespace(""))))
+        return node.with_changes(args=args)
+
+    plan.rewrite(call, rewrite)
+    plan.change(call, "output", "progress bar shown on rank 0 only")

@@ -1,0 +1,162 @@
+"""Process group: the setup block, the imports it needs, and the teardown.
+
+Inserts, after the imports (or at the top of `if __name__ == "__main__":` when
+everything that needs it runs from there, so DataLoader workers that re-import
+the script never join a process group):
+
+    LOCAL_RANK = int(os.environ.get("LOCAL_RANK", 0))   # set by torchrun
+    ...
+    dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo", ...)
+
+Run without a launcher, the script still works as a world of one. Appends
+`dist.destroy_process_group()` at the end of the main guard or of the module
+(a final `sys.exit(main())` goes into `try:` with the teardown in `finally:`).
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from distrun.convert.analysis import Facts
+from distrun.convert.plan import Plan, statements
+
+IMPORTS = {
+    "os": ("os", "import os"),
+    "torch": ("torch", "import torch"),
+    "dist": ("torch.distributed", "import torch.distributed as {name}"),
+    "ddp": (
+        "torch.nn.parallel.DistributedDataParallel",
+        "from torch.nn.parallel import DistributedDataParallel as {name}",
+    ),
+    "sampler": (
+        "torch.utils.data.distributed.DistributedSampler",
+        "from torch.utils.data.distributed import DistributedSampler as {name}",
+    ),
+}
+
+
+def setup_code(plan: Plan) -> str:
+    n = plan.names
+    return f'''{n.local_rank} = int(os.environ.get("LOCAL_RANK", 0))
+{n.rank} = int(os.environ.get("RANK", 0))
+{n.world_size} = int(os.environ.get("WORLD_SIZE", 1))
+if torch.cuda.is_available():
+    torch.cuda.set_device({n.local_rank})
+    {n.device} = torch.device("cuda", {n.local_rank})
+else:
+    {n.device} = torch.device("cpu")
+if "MASTER_ADDR" in os.environ:
+    {n.dist}.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
+else:  # started without a launcher: a world of one process
+    {n.dist}.init_process_group(
+        "nccl" if torch.cuda.is_available() else "gloo",
+        store={n.dist}.HashStore(), rank=0, world_size=1,
+    )
+'''
+
+
+def plan_setup(facts: Facts, plan: Plan) -> None:
+    plan.needed_imports |= {"os", "torch", "dist"}
+    guard = facts.main_guard
+    in_guard = guard is not None and all(
+        t is guard or isinstance(t, (cst.FunctionDef, cst.ClassDef)) or _is_import(t)
+        for t in plan.touched_top_level
+    )
+    setup = statements(setup_code(plan))
+    comment = cst.EmptyLine(comment=cst.Comment(
+        "# distrun: one process per device; torchrun sets LOCAL_RANK, RANK and WORLD_SIZE."))
+    teardown = f"{plan.names.dist}.destroy_process_group()\n"
+    imports = _import_lines(facts, plan)
+    last_import = facts.import_statements[-1] if facts.import_statements else None
+    if last_import is not None:
+        plan.insert_after(last_import, imports)
+    elif imports:
+        plan.insert_before(_first_code_statement(facts), imports)
+    if in_guard and guard is not None and isinstance(guard.body, cst.IndentedBlock):
+        body = list(guard.body.body)
+        setup[0] = setup[0].with_changes(leading_lines=[comment])
+        plan.insert_before(body[0], setup)
+        _append_teardown(facts, plan, body, teardown)
+        where = "at the top of the main guard"
+    else:
+        body = list(facts.module.body)
+        setup[0] = setup[0].with_changes(leading_lines=[cst.EmptyLine(indent=False), comment])
+        if last_import is not None:
+            plan.insert_after(last_import, setup)
+        else:
+            plan.insert_before(_first_code_statement(facts), setup)
+        _append_teardown(facts, plan, body, teardown)
+        where = "after the imports"
+    anchor = guard if in_guard and guard is not None else (last_import or facts.module.body[0])
+    plan.change(anchor, "setup", f"process group set up {where}: nccl with the local rank's "
+                "GPU when CUDA is available, gloo on CPU otherwise")
+    plan.change(body[-1], "setup", "`destroy_process_group()` when the script ends")
+
+
+def _is_import(node: cst.CSTNode) -> bool:
+    return isinstance(node, cst.SimpleStatementLine) and all(
+        isinstance(s, (cst.Import, cst.ImportFrom)) for s in node.body
+    )
+
+
+def _first_code_statement(facts: Facts) -> cst.BaseStatement:
+    body = facts.module.body
+    for stmt in body:
+        is_docstring = (
+            isinstance(stmt, cst.SimpleStatementLine)
+            and isinstance(stmt.body[0], cst.Expr)
+            and isinstance(stmt.body[0].value, (cst.SimpleString, cst.ConcatenatedString))
+        )
+        if not is_docstring:
+            return stmt
+    return body[-1]
+
+
+def _import_lines(facts: Facts, plan: Plan) -> list[cst.BaseStatement]:
+    lines = []
+    for key in ("os", "torch", "dist", "ddp", "sampler"):
+        if key not in plan.needed_imports:
+            continue
+        qual, template = IMPORTS[key]
+        name = getattr(plan.names, key, key)
+        if facts.imports.get(name) == qual:
+            continue
+        line = template.format(name=name)
+        if line.endswith(f" as {qual.rsplit('.', 1)[-1]}"):
+            line = line.rsplit(" as ", 1)[0]
+        lines.append(line + "\n")
+    return statements("".join(lines)) if lines else []
+
+
+def _append_teardown(facts: Facts, plan: Plan, body: list[cst.BaseStatement], code: str) -> None:
+    last = body[-1]
+    if _exit_call(facts, last) is None:
+        plan.insert_after(last, statements(code))
+        return
+    teardown = statements(code)
+
+    def wrap(node: cst.CSTNode) -> cst.CSTNode:
+        assert isinstance(node, cst.SimpleStatementLine)
+        return cst.Try(
+            body=cst.IndentedBlock([node.with_changes(leading_lines=())]),
+            finalbody=cst.Finally(body=cst.IndentedBlock(teardown)),
+            leading_lines=node.leading_lines,
+        )
+
+    plan.rewrite(last, wrap)
+
+
+def _exit_call(facts: Facts, stmt: cst.BaseStatement) -> cst.Call | None:
+    if not isinstance(stmt, cst.SimpleStatementLine) or len(stmt.body) != 1:
+        return None
+    small = stmt.body[0]
+    value: cst.BaseExpression | None = None
+    if isinstance(small, cst.Expr):
+        value = small.value
+    elif isinstance(small, cst.Raise):
+        value = small.exc
+    if isinstance(value, cst.Call) and facts.call_name(value) in (
+        "sys.exit", "exit", "quit", "SystemExit", "os._exit",
+    ):
+        return value
+    return None

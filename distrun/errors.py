@@ -1,0 +1,43 @@
+"""The exceptions distrun raises for user mistakes, each carrying its exit code.
+
+Only `distrun.cli` turns them into a message and an exit status; the core raises them.
+
+Exit codes (documented in the README):
+  0  success (also: nothing to do)
+  1  `convert --check` found work to do; a launched job failed
+  2  bad input: missing or unreadable file, not Python, syntax error, bad option
+"""
+
+from __future__ import annotations
+
+EXIT_OK = 0
+EXIT_FOUND_WORK = 1
+EXIT_JOB_FAILED = 1
+EXIT_BAD_INPUT = 2
+
+
+class DistrunError(Exception):
+    """A problem the user can fix; `hint` says how."""
+
+    exit_code = EXIT_BAD_INPUT
+
+    def __init__(self, message: str, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+
+class InputError(DistrunError):
+    """A file or option given on the command line cannot be used."""
+
+
+class ConvertError(DistrunError):
+    """The script cannot be converted (for example, it does not parse)."""
+
+
+class LaunchError(DistrunError):
+    """A job cannot be started, or it failed."""
+
+    def __init__(self, message: str, hint: str | None = None, exit_code: int = EXIT_BAD_INPUT):
+        super().__init__(message, hint)
+        self.exit_code = exit_code

@@ -1,0 +1,96 @@
+"""Reading scripts faithfully and writing results safely.
+
+Scripts are decoded as Python itself would (a BOM or a coding line), their line
+endings kept; results are written to a temporary file in the target's folder and
+renamed over it, so a failure never leaves a half-written file, and an existing
+file is kept as FILE.orig before it is replaced.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import shutil
+import tempfile
+import tokenize
+from dataclasses import dataclass
+from pathlib import Path
+
+from distrun.errors import InputError
+
+
+@dataclass(frozen=True)
+class Script:
+    text: str
+    encoding: str
+    bom: bool
+
+    def encode(self, text: str) -> bytes:
+        data = text.encode(self.encoding if self.encoding != "utf-8-sig" else "utf-8")
+        return (b"\xef\xbb\xbf" + data) if self.bom else data
+
+
+def read_script(path: str) -> Script:
+    p = Path(path)
+    if not p.exists():
+        raise InputError(f"{path}: no such file", "check the path")
+    if p.is_dir():
+        raise InputError(f"{path}: is a directory, not a Python script")
+    try:
+        data = p.read_bytes()
+    except OSError as err:
+        raise InputError(f"{path}: cannot read: {err.strerror}") from None
+    if b"\0" in data:
+        raise InputError(f"{path}: binary file, not a Python script")
+    try:
+        encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
+        text = data.decode(encoding)
+    except (SyntaxError, UnicodeDecodeError, LookupError) as err:
+        raise InputError(f"{path}: not a Python script: cannot decode it ({err})",
+                         "save it as UTF-8, or declare its encoding in a coding line") from None
+    bom = data.startswith(b"\xef\xbb\xbf")
+    if bom:
+        text = text.removeprefix("\ufeff")
+    return Script(text, encoding, bom)
+
+
+def default_output(script: str) -> str:
+    p = Path(script)
+    return str(p.with_name(f"{p.stem}_ddp{p.suffix or '.py'}"))
+
+
+def same_file(a: str, b: str) -> bool:
+    try:
+        return Path(a).resolve() == Path(b).resolve() or (
+            Path(a).exists() and os.path.samefile(a, b))
+    except OSError:
+        return False
+
+
+def write_atomic(target: str, data: bytes, like: str | None = None, backup: bool = False,
+                 force: bool = False) -> None:
+    """Write `data` to `target` atomically; keep an existing target as TARGET.orig if `backup`."""
+    t = Path(target)
+    if t.is_dir():
+        raise InputError(f"{target}: is a directory", "give a file name with -o")
+    if t.exists() and not force:
+        if t.read_bytes() == data:
+            return
+        raise InputError(f"{target} already exists", "pass --force to replace it "
+                         f"(the old one is kept as {target}.orig), or choose another -o")
+    folder = t.parent if str(t.parent) else Path(".")
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{t.name}.", suffix=".tmp", dir=folder)
+    except OSError as err:
+        raise InputError(f"{target}: cannot write: {err.strerror}") from None
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+        if like is not None and Path(like).exists():
+            shutil.copymode(like, tmp)
+        if backup and t.exists():
+            shutil.copy2(t, f"{target}.orig")
+        os.replace(tmp, t)
+    except OSError as err:
+        Path(tmp).unlink(missing_ok=True)
+        raise InputError(f"{target}: cannot write: {err.strerror}") from None

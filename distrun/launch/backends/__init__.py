@@ -1,0 +1,1 @@
+"""Launcher backends: each turns a LaunchSpec into a Command and runs nothing."""

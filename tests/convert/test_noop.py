@@ -1,0 +1,150 @@
+"""What each rewrite must leave alone (pyupgrade-style no-op cases), and the scripts
+the converter must not touch at all."""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+from distrun.convert import convert_source
+
+TRAINING = """
+import torch
+import torch.nn as nn
+from torch.utils.data import DataLoader, TensorDataset
+
+model = nn.Linear(2, 1)
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+loader = DataLoader(TensorDataset(torch.randn(8, 2), torch.randn(8, 1)), batch_size=4, shuffle=True)
+for epoch in range(2):
+    for x, y in loader:
+        loss = nn.functional.mse_loss(model(x), y)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+"""
+
+
+def convert_with(extra: str) -> tuple[str, set[tuple[int, str]]]:
+    source = textwrap.dedent(TRAINING) + textwrap.dedent(extra)
+    result = convert_source(source, "t.py")
+    return result.output, {(c.line, c.rule) for c in result.changes}
+
+
+def line_of(source: str, needle: str) -> int:
+    full = textwrap.dedent(TRAINING) + textwrap.dedent(source)
+    return next(i for i, line in enumerate(full.splitlines(), 1) if needle in line)
+
+
+@pytest.mark.parametrize(
+    ("rule", "snippet"),
+    [
+        ("device", 'note = "cuda"  # just a word\n'),
+        ("device", 'message = f"runs on {torch.cuda.device_count()} GPUs"\n'),
+        ("device", 'cpu_copy = torch.zeros(1).to("cpu")\n'),
+        ("device", "gpus = torch.cuda.is_available()\n"),
+        ("device", "count = 0\n"),
+        ("model", "model.train()\n"),
+        ("model", "model.eval()\n"),
+        ("model", "params = sum(p.numel() for p in model.parameters())\n"),
+        ("model", "inner = model.module\n"),
+        ("model", "with model.no_sync():\n    pass\n"),
+        ("checkpoint", 'state = torch.load("w.pt", map_location="cpu")\n'),
+        ("output", "def print_summary():\n    return 1\n"),
+        ("output", "text = 'print(x)'\n"),
+    ],
+)
+def test_rewrite_leaves_alone(rule: str, snippet: str) -> None:
+    output, changes = convert_with(snippet)
+    first = snippet.splitlines()[0]
+    assert first in output
+    assert (line_of(snippet, first), rule) not in changes
+
+
+def test_map_location_is_not_added_twice() -> None:
+    output, _ = convert_with('state = torch.load("w.pt", map_location="cpu")\n')
+    assert output.count("map_location") == 1
+
+
+def test_references_before_the_wrap_are_not_redirected() -> None:
+    source = TRAINING.replace(
+        "model = nn.Linear(2, 1)\n",
+        "model = nn.Linear(2, 1)\nmodel.load_state_dict(model.state_dict())\n",
+    )
+    output = convert_source(textwrap.dedent(source)).output
+    assert "model.load_state_dict(model.state_dict())" in output
+
+
+def test_eval_loader_is_not_sharded() -> None:
+    output, _ = convert_with(
+        "test_loader = DataLoader(TensorDataset(torch.randn(4, 2)), batch_size=2)\n"
+    )
+    assert "test_loader = DataLoader(TensorDataset(torch.randn(4, 2)), batch_size=2)" in output
+
+
+def test_loader_with_its_own_sampler_is_left_with_a_warning() -> None:
+    source = TRAINING.replace(
+        "batch_size=4, shuffle=True)", "batch_size=4, sampler=my_sampler)"
+    )
+    result = convert_source(textwrap.dedent(source), "t.py")
+    assert "sampler=my_sampler)" in result.output
+    assert "DistributedSampler(" not in result.output
+    assert any(f.rule == "data" and "already has a sampler" in f.message
+               for f in result.findings)
+
+
+ALREADY_DISTRIBUTED = """\
+import torch
+import torch.distributed as dist
+
+# a hand-written DDP script: must stay byte-identical
+dist.init_process_group("gloo")
+print("rank", dist.get_rank())   # every rank prints, on purpose
+"""
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        ALREADY_DISTRIBUTED,
+        "from accelerate import Accelerator\naccelerator = Accelerator()\n",
+        "import torch\nfrom torch.nn.parallel import DistributedDataParallel\n"
+        "m = DistributedDataParallel(torch.nn.Linear(1, 1))\n",
+    ],
+)
+def test_already_distributed_is_byte_identical(source: str) -> None:
+    result = convert_source(source)
+    assert result.output == source
+    assert result.status == "already-distributed"
+    assert not result.changes
+
+
+def test_script_that_spawns_processes_is_not_converted() -> None:
+    source = (
+        "import torch.multiprocessing as mp\nimport torch\n\n"
+        "def work(rank):\n    print(rank)\n\n"
+        "if __name__ == '__main__':\n    mp.spawn(work, nprocs=2)\n"
+    )
+    result = convert_source(source, "s.py")
+    assert result.output == source
+    assert result.status == "unsupported"
+    assert result.findings[0].line == 8
+
+
+def test_non_torch_python_is_nothing_to_do() -> None:
+    source = "def add(a, b):\n    return a + b\n\nprint(add(1, 2))\n"
+    result = convert_source(source)
+    assert result.output == source
+    assert result.status == "nothing-to-do"
+
+
+def test_no_dataloader_is_reported() -> None:
+    source = (
+        "import torch\nx = torch.randn(8, 2)\nmodel = torch.nn.Linear(2, 1)\n"
+        "opt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+        "for step in range(3):\n    loss = model(x[step::3]).sum()\n    loss.backward()\n"
+        "    opt.step()\n"
+    )
+    result = convert_source(source, "m.py")
+    assert any(f.rule == "data" and "no DataLoader" in f.message for f in result.findings)
