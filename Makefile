@@ -16,8 +16,10 @@ test: $(STAMP)
 	$(PY) -m pytest -q
 
 demo: $(STAMP)
-	$(VENV)/bin/distrun convert examples/mnist_like.py -o examples/mnist_like_ddp.py
-	$(VENV)/bin/distrun launch --nproc-per-node 2 examples/mnist_like_ddp.py --epochs 3
+	rm -f examples/mnist_like_ddp.py
+	$(VENV)/bin/distrun convert examples/mnist_like.py
+	$(VENV)/bin/distrun launch --nproc-per-node 2 examples/mnist_like_ddp.py --epochs 3 \
+		--save-model $(VENV)/mnist_like_demo.pt
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .

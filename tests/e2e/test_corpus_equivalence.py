@@ -64,3 +64,31 @@ def test_converted_script_trains_like_the_original(name: str, tmp_path: Path) ->
     for key in expected:
         torch.testing.assert_close(got[key], expected[key], atol=1e-5, rtol=1e-5, msg=key)
     assert eval_lines(multi.stdout) == eval_lines(single.stdout)
+
+
+@pytest.mark.parametrize("name", ["eval_loop.py", "trainer_class.py"])
+def test_converted_script_runs_under_accelerate_launch(name: str, tmp_path: Path) -> None:
+    """The converted script is plain PyTorch: `accelerate launch` runs it too (its
+    multi-process launcher is torchrun underneath; on CPU the script picks gloo)."""
+    from distrun.launch.runner import free_port
+
+    script = tmp_path / name
+    shutil.copy(CORPUS / name, script)
+    single = run_cmd([sys.executable, str(script)], cwd=tmp_path,
+                     env={"BATCH_SIZE": "64", "OUT_PATH": str(tmp_path / "single.pt")})
+    assert single.returncode == 0, single.stderr
+    converted = tmp_path / "converted.py"
+    assert distrun("convert", str(script), "-o", str(converted)).returncode == 0
+    accelerate = Path(sys.executable).with_name("accelerate")
+    multi = run_cmd(
+        [str(accelerate), "launch", "--multi_gpu", "--num_processes", "2", "--num_machines", "1",
+         "--mixed_precision", "no", "--dynamo_backend", "no",
+         "--main_process_port", str(free_port()), str(converted)],
+        cwd=tmp_path, env={"BATCH_SIZE": "32", "OUT_PATH": str(tmp_path / "multi.pt")},
+    )
+    assert multi.returncode == 0, multi.stdout + multi.stderr
+    expected, got = state_dict_of(tmp_path / "single.pt"), state_dict_of(tmp_path / "multi.pt")
+    assert sorted(expected) == sorted(got)
+    for key in expected:
+        torch.testing.assert_close(got[key], expected[key], atol=1e-5, rtol=1e-5, msg=key)
+    assert eval_lines(multi.stdout) == eval_lines(single.stdout)

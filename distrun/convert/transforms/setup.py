@@ -45,7 +45,7 @@ if torch.cuda.is_available():
     {n.device} = torch.device("cuda", {n.local_rank})
 else:
     {n.device} = torch.device("cpu")
-if "MASTER_ADDR" in os.environ:
+if "RANK" in os.environ:
     {n.dist}.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
 else:  # started without a launcher: a world of one process
     {n.dist}.init_process_group(
