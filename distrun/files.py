@@ -78,6 +78,10 @@ def write_atomic(target: str, data: bytes, like: str | None = None, backup: bool
             return
         raise InputError(f"{target} already exists", "pass --force to replace it "
                          f"(the old one is kept as {target}.orig), or choose another -o")
+    backup_path = Path(f"{target}.orig")
+    if backup and t.exists() and backup_path.exists():
+        raise InputError(f"{backup_path} already exists: refusing to replace an earlier backup",
+                         "move it away first (or, with --in-place, pass --no-backup)")
     folder = t.parent if str(t.parent) else Path(".")
     try:
         fd, tmp = tempfile.mkstemp(prefix=f".{t.name}.", suffix=".tmp", dir=folder)
@@ -89,7 +93,7 @@ def write_atomic(target: str, data: bytes, like: str | None = None, backup: bool
         if like is not None and Path(like).exists():
             shutil.copymode(like, tmp)
         if backup and t.exists():
-            shutil.copy2(t, f"{target}.orig")
+            shutil.copy2(t, backup_path)
         os.replace(tmp, t)
     except OSError as err:
         Path(tmp).unlink(missing_ok=True)

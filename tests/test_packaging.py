@@ -3,8 +3,9 @@ a new subpackage must be listed there too, or the wheel would lack it."""
 
 from __future__ import annotations
 
-import tomllib
 from pathlib import Path
+
+import tomllib
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -13,11 +13,11 @@ from distrun.convert.analysis import Facts
 from distrun.convert.plan import Names, Plan
 from distrun.convert.report import ConvertResult, Finding
 from distrun.convert.transforms.checkpoint import plan_checkpoints
-from distrun.convert.transforms.data import plan_data
+from distrun.convert.transforms.data import DATALOADER, plan_data
 from distrun.convert.transforms.detect import already_distributed, spawns_processes
 from distrun.convert.transforms.device import plan_devices
 from distrun.convert.transforms.hazards import plan_hazards
-from distrun.convert.transforms.model import plan_model
+from distrun.convert.transforms.model import is_optimizer, plan_model
 from distrun.convert.transforms.output import plan_output
 from distrun.convert.transforms.setup import plan_setup
 
@@ -38,8 +38,8 @@ def run(source: str, module: cst.Module) -> ConvertResult:
             "process and convert that script")])
     if not _looks_like_training(facts):
         return ConvertResult(source, source, "nothing-to-do", findings=[Finding(
-            1, "detect", "info", "no PyTorch training found (no torch import, no optimizer, "
-            "no DataLoader): nothing to convert")])
+            1, "detect", "info", "no PyTorch training found (no optimizer, DataLoader or "
+            "backward() on a torch import): nothing to convert")])
     plan = Plan(facts, Names.avoiding(facts.bound_names, facts.imports))
     plan_devices(facts, plan)
     models = plan_model(facts, plan)
@@ -53,5 +53,14 @@ def run(source: str, module: cst.Module) -> ConvertResult:
 
 
 def _looks_like_training(facts: Facts) -> bool:
+    """Torch is imported and something trains: an optimizer, a DataLoader or a backward()."""
     uses_torch = any(q == "torch" or q.startswith("torch.") for q in facts.imports.values())
-    return uses_torch and bool(facts.calls)
+    if not uses_torch:
+        return False
+    for call in facts.calls:
+        func = call.func
+        if isinstance(func, cst.Attribute) and func.attr.value == "backward":
+            return True
+        if is_optimizer(facts, call) or facts.call_name(call) in DATALOADER:
+            return True
+    return False

@@ -219,6 +219,17 @@ def test_in_place_rewrites_and_keeps_orig(work: Path) -> None:
     assert (work / "train.py.orig").read_text() == TRAIN
 
 
+def test_in_place_never_replaces_an_earlier_backup(work: Path) -> None:
+    (work / "train.py.orig").write_text("# an earlier backup the user cares about\n")
+    before = snapshot(work)
+
+    result = run("convert", "train.py", "--in-place")
+
+    assert_error(result)
+    assert "train.py.orig already exists" in result.output
+    assert snapshot(work) == before
+
+
 def test_in_place_no_backup_keeps_no_orig(work: Path) -> None:
     result = run("convert", "train.py", "--in-place", "--no-backup")
 

@@ -92,3 +92,22 @@ def test_converted_script_runs_under_accelerate_launch(name: str, tmp_path: Path
     for key in expected:
         torch.testing.assert_close(got[key], expected[key], atol=1e-5, rtol=1e-5, msg=key)
     assert eval_lines(multi.stdout) == eval_lines(single.stdout)
+
+
+def test_converted_script_also_runs_without_a_launcher(tmp_path: Path) -> None:
+    """`python train_ddp.py` is a world of one process: same result as the original."""
+    script = tmp_path / "eval_loop.py"
+    shutil.copy(CORPUS / "eval_loop.py", script)
+    env = {"BATCH_SIZE": "64"}
+    single = run_cmd([sys.executable, str(script)], cwd=tmp_path,
+                     env={**env, "OUT_PATH": str(tmp_path / "single.pt")})
+    assert single.returncode == 0, single.stderr
+    converted = tmp_path / "converted.py"
+    assert distrun("convert", str(script), "-o", str(converted)).returncode == 0
+    alone = run_cmd([sys.executable, str(converted)], cwd=tmp_path,
+                    env={**env, "OUT_PATH": str(tmp_path / "alone.pt")})
+    assert alone.returncode == 0, alone.stderr
+    expected, got = state_dict_of(tmp_path / "single.pt"), state_dict_of(tmp_path / "alone.pt")
+    for key in expected:
+        torch.testing.assert_close(got[key], expected[key], atol=1e-6, rtol=1e-6, msg=key)
+    assert eval_lines(alone.stdout) == eval_lines(single.stdout)

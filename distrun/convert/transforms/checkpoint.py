@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from distrun.convert.analysis import Facts, keyword, positional
+from distrun.convert.analysis import Facts, block_body, keyword, positional
 from distrun.convert.plan import Plan, Rewrite, expression, guard_rank0, statement
 from distrun.convert.transforms.model import WrappedModel, references
 
@@ -32,11 +32,15 @@ def plan_checkpoints(facts: Facts, plan: Plan, models: list[WrappedModel]) -> No
                 plan.change(call, "checkpoint", "save the model inside the DDP wrapper, not "
                             "the wrapper")
             stmt = facts.statement(call)
-            if (
+            opened = _file_opened_around(facts, stmt) if stmt is not None else None
+            if opened is not None:
+                stmt = opened  # `with open(path, "wb") as f:` must not run on other ranks
+            if opened is not None or (
                 isinstance(stmt, cst.SimpleStatementLine)
                 and len(stmt.body) == 1
                 and isinstance(stmt.body[0], cst.Expr)
             ):
+                assert stmt is not None
                 plan.rewrite(stmt, lambda n: guard_rank0(n, rank))
                 plan.insert_after(stmt, [statement(f"{dist}.barrier()\n")])
                 plan.needed_imports.add("dist")
@@ -52,6 +56,19 @@ def plan_checkpoints(facts: Facts, plan: Plan, models: list[WrappedModel]) -> No
             plan.rewrite(call, _add_map_location(dev))
             plan.change(call, "checkpoint", f"`torch.load(..., map_location={dev})`: each "
                         "rank loads onto its own device")
+
+
+def _file_opened_around(facts: Facts, stmt: cst.CSTNode) -> cst.With | None:
+    """The `with open(...)` block a `torch.save(obj, f)` line sits in, if it is all the block
+    does: the whole block then runs on rank 0 (opening for writing truncates the file)."""
+    parent = facts.parent.get(stmt)
+    owner = facts.parent.get(parent) if isinstance(parent, cst.IndentedBlock) else None
+    if not isinstance(owner, cst.With) or len(block_body(owner)) != 1:
+        return None
+    for item in owner.items:
+        if isinstance(item.item, cst.Call) and facts.call_name(item.item) in ("open", "io.open"):
+            return owner
+    return None
 
 
 def _through_module(node: cst.CSTNode) -> cst.CSTNode:
