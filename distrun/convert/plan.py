@@ -46,8 +46,10 @@ class Names:
             name = base
             # An existing import of exactly what we need is reused; anything else bound
             # under that name makes us pick another.
-            while (name in taken or name in imports) and imports.get(name) != wanted.get(attr):
-                name = f"{base}_" if not name.endswith("_") else f"_{name}"
+            reusable = attr in wanted and imports.get(name) == wanted[attr]
+            while (name in taken or name in imports) and not reusable:
+                name = f"{name}_"
+                reusable = attr in wanted and imports.get(name) == wanted[attr]
             setattr(chosen, attr, name)
         return chosen
 
