@@ -102,14 +102,23 @@ class Plan:
         return bool(self.replace or self.before or self.after)
 
     def apply(self) -> cst.Module:
-        result = self.facts.module.visit(_Applier(self))
+        # Only the paths from the root to edited nodes are walked: edits are sparse.
+        hot: set[int] = set()
+        for node in [*self.replace, *self.before, *self.after]:
+            hot.add(id(node))
+            hot.update(id(a) for a in self.facts.ancestors(node))
+        result = self.facts.module.visit(_Applier(self, hot))
         assert isinstance(result, cst.Module)
         return result
 
 
 class _Applier(cst.CSTTransformer):
-    def __init__(self, plan: Plan) -> None:
+    def __init__(self, plan: Plan, hot: set[int]) -> None:
         self.plan = plan
+        self.hot = hot
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        return id(node) in self.hot
 
     def on_leave(self, original_node: cst.CSTNode, updated_node: cst.CSTNode):  # type: ignore[no-untyped-def]
         node: cst.CSTNode = updated_node
