@@ -160,3 +160,23 @@ def guard_rank0(stmt: cst.CSTNode, rank: str) -> cst.If:
         body=cst.IndentedBlock(body=[inner]),
         leading_lines=leading,
     )
+
+
+def keyword_arg(name: str, value: cst.BaseExpression) -> cst.Arg:
+    """`name=value`, spaced as PEP 8 wants it."""
+    no_space = cst.SimpleWhitespace("")
+    return cst.Arg(value=value, keyword=cst.Name(name), equal=cst.AssignEqual(no_space, no_space))
+
+
+def with_commas(args: Sequence[cst.Arg]) -> list[cst.Arg]:
+    """Every argument but the last gets a comma (keeping the script's own spacing)."""
+    fixed = []
+    for i, arg in enumerate(args):
+        if i < len(args) - 1 and not isinstance(arg.comma, cst.Comma):
+            arg = arg.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
+        fixed.append(arg)
+    return fixed
+
+
+def append_keyword(call: cst.Call, name: str, value: cst.BaseExpression) -> cst.Call:
+    return call.with_changes(args=with_commas([*call.args, keyword_arg(name, value)]))

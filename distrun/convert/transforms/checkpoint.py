@@ -16,7 +16,14 @@ from __future__ import annotations
 import libcst as cst
 
 from distrun.convert.analysis import Facts, block_body, keyword, positional
-from distrun.convert.plan import Plan, Rewrite, expression, guard_rank0, statement
+from distrun.convert.plan import (
+    Plan,
+    Rewrite,
+    append_keyword,
+    expression,
+    guard_rank0,
+    statement,
+)
 from distrun.convert.transforms.model import WrappedModel, references
 
 
@@ -79,13 +86,6 @@ def _through_module(node: cst.CSTNode) -> cst.CSTNode:
 def _add_map_location(dev: str) -> Rewrite:
     def rewrite(node: cst.CSTNode) -> cst.CSTNode:
         assert isinstance(node, cst.Call)
-        args = list(node.args)
-        if args and not isinstance(args[-1].comma, cst.Comma):
-            args[-1] = args[-1].with_changes(
-                comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
-        args.append(cst.Arg(
-            value=expression(dev), keyword=cst.Name("map_location"),
-            equal=cst.AssignEqual(cst.SimpleWhitespace(""), cst.SimpleWhitespace(""))))
-        return node.with_changes(args=args)
+        return append_keyword(node, "map_location", expression(dev))
 
     return rewrite

@@ -22,7 +22,14 @@ from dataclasses import dataclass
 import libcst as cst
 
 from distrun.convert.analysis import Facts, dotted, keyword, positional
-from distrun.convert.plan import Plan, Rewrite, expression, statement
+from distrun.convert.plan import (
+    Plan,
+    Rewrite,
+    expression,
+    keyword_arg,
+    statement,
+    with_commas,
+)
 
 ITERABLE_DATASET = frozenset({"torch.utils.data.IterableDataset",
                               "torch.utils.data.dataset.IterableDataset"})
@@ -306,10 +313,8 @@ def _rebuild_loader(sampler: str) -> Rewrite:
                     pos_index += 1
                     continue
                 if pos_index > 2:
-                    arg = arg.with_changes(
-                        keyword=cst.Name(_LOADER_PARAMS[pos_index]),
-                        equal=cst.AssignEqual(cst.SimpleWhitespace(""), cst.SimpleWhitespace("")),
-                    )
+                    arg = keyword_arg(_LOADER_PARAMS[pos_index], arg.value).with_changes(
+                        comma=arg.comma)
                 pos_index += 1
             elif arg.keyword is not None and arg.keyword.value == "shuffle":
                 continue
@@ -317,26 +322,12 @@ def _rebuild_loader(sampler: str) -> Rewrite:
                 code = cst.Module([]).code_for_node(arg.value)
                 arg = arg.with_changes(value=expression(f'{{**{code}, "shuffle": False}}'))
             args.append(arg)
-        new_arg = cst.Arg(
-            value=expression(sampler),
-            keyword=cst.Name("sampler"),
-            equal=cst.AssignEqual(cst.SimpleWhitespace(""), cst.SimpleWhitespace("")),
-        )
+        new_arg = keyword_arg("sampler", expression(sampler))
         first_star = next((i for i, a in enumerate(args) if a.star), len(args))
         args.insert(first_star, new_arg)
-        return node.with_changes(args=_fix_commas(args))
+        return node.with_changes(args=with_commas(args))
 
     return rewrite
-
-
-def _fix_commas(args: list[cst.Arg]) -> list[cst.Arg]:
-    """Every argument but the last gets a comma (keeping the script's own spacing)."""
-    fixed = []
-    for i, arg in enumerate(args):
-        if i < len(args) - 1 and not isinstance(arg.comma, cst.Comma):
-            arg = arg.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
-        fixed.append(arg)
-    return fixed
 
 
 def _place_set_epoch(facts: Facts, plan: Plan, at: cst.CSTNode, loader: str,

@@ -17,7 +17,7 @@ from __future__ import annotations
 import libcst as cst
 
 from distrun.convert.analysis import Facts, dotted, keyword
-from distrun.convert.plan import Plan, expression, guard_rank0
+from distrun.convert.plan import Plan, append_keyword, expression, guard_rank0
 
 _LOG_LEVELS = frozenset({"debug", "info", "warning", "warn", "error", "exception", "critical",
                          "log"})
@@ -106,14 +106,7 @@ def _disable_bar(facts: Facts, plan: Plan, call: cst.Call) -> None:
                 for a in node.args
             ]
             return node.with_changes(args=args)
-        args = list(node.args)
-        if args and not isinstance(args[-1].comma, cst.Comma):
-            args[-1] = args[-1].with_changes(
-                comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
-        args.append(cst.Arg(
-            value=expression(f"{rank} != 0"), keyword=cst.Name("disable"),
-            equal=cst.AssignEqual(cst.SimpleWhitespace(""), cst.SimpleWhitespace(""))))
-        return node.with_changes(args=args)
+        return append_keyword(node, "disable", expression(f"{rank} != 0"))
 
     plan.rewrite(call, rewrite)
     plan.change(call, "output", "progress bar shown on rank 0 only")
