@@ -1,4 +1,4 @@
-"""`distrun launch`: run a script on N local processes through torchrun."""
+"""`distrun launch`: run a script on N processes and N nodes through torchrun or accelerate."""
 
 from __future__ import annotations
 
@@ -6,38 +6,79 @@ import click
 
 from distrun.errors import InputError
 
+NPROC_HELP = ("Processes on this node: a number, or auto (one per visible GPU; 1 on a "
+              "CPU-only machine), gpu (one per GPU), cpu (one per CPU core).")
+
+
+def _env_pair(_ctx: click.Context, _param: click.Parameter, values: tuple[str, ...]
+              ) -> dict[str, str]:
+    env = {}
+    for item in values:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise InputError(f"--env {item!r}: expected KEY=VALUE")
+        env[key] = value
+    return env
+
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"],
-                                 "ignore_unknown_options": True,
                                  "allow_interspersed_args": False})
-@click.option("--nproc-per-node", type=click.IntRange(min=1), default=1, show_default=True,
-              help="Processes to start on this machine (one per GPU; on CPU, gloo processes).")
-@click.option("--master-port", type=click.IntRange(1, 65535), default=None,
-              help="Rendezvous port. Default: a free port.")
-@click.option("--dry-run", is_flag=True, help="Print the command and start nothing.")
-@click.argument("script")
+@click.option("--nproc-per-node", metavar="N|auto|gpu|cpu", help=NPROC_HELP)
+@click.option("--nnodes", metavar="N|MIN:MAX", help="Number of nodes (MIN:MAX: elastic, "
+              "needs --rdzv-endpoint).")
+@click.option("--node-rank", type=int, help="This node's rank, 0..nnodes-1 (static rendezvous).")
+@click.option("--master-addr", help="Address of node 0 (multi-node, static rendezvous).")
+@click.option("--master-port", type=int, help="Port on node 0. Default: a free port "
+              "(single node), 29500 (multi-node).")
+@click.option("--rdzv-backend", help="Rendezvous backend: static (default) or c10d.")
+@click.option("--rdzv-endpoint", metavar="HOST[:PORT]", help="c10d rendezvous: the same "
+              "command on every node.")
+@click.option("--rdzv-id", help="Job id shared by all nodes of a c10d rendezvous.")
+@click.option("--max-restarts", type=int, help="Restarts of the worker group before failing.")
+@click.option("--log-dir", type=click.Path(file_okay=False), help="Keep every rank's "
+              "stdout/stderr here (default: a temporary folder, removed after a clean run).")
+@click.option("--launcher", type=click.Choice(["torchrun", "accelerate"]),
+              help="Launcher to run the job with (default torchrun).")
+@click.option("--mixed-precision", type=click.Choice(["no", "fp16", "bf16"]),
+              help="Passed to accelerate; exported as DISTRUN_MIXED_PRECISION either way.")
+@click.option("--env", "env", multiple=True, metavar="KEY=VALUE", callback=_env_pair,
+              help="Environment variable for the workers (repeatable).")
+@click.option("--timeout", type=float, metavar="SECONDS", help="Stop a job that prints nothing "
+              "for this long (hang detector).")
+@click.option("-m", "module", is_flag=True, help="SCRIPT is a module name, as in python -m.")
+@click.option("--dry-run", is_flag=True, help="Print the command and environment; start nothing.")
+@click.argument("script", required=False)
 @click.argument("script_args", nargs=-1, type=click.UNPROCESSED)
-def launch(nproc_per_node: int, master_port: int | None, dry_run: bool, script: str,
-           script_args: tuple[str, ...]) -> int:
-    """Run SCRIPT [SCRIPT_ARGS...] on --nproc-per-node processes through torchrun.
+def launch(script: str | None, script_args: tuple[str, ...], dry_run: bool, module: bool,
+           env: dict[str, str], **options: object) -> int:
+    """Run SCRIPT [SCRIPT_ARGS...] on many processes and nodes, and supervise it.
 
     \b
-    Everything after SCRIPT goes to the script. Example:
+    Everything after SCRIPT goes to the script ('--' works too). Examples:
       distrun launch --nproc-per-node 2 train_ddp.py --epochs 3
+      distrun launch --nnodes 2 --node-rank 0 --master-addr 10.0.0.1 train_ddp.py
+      distrun launch --nnodes 2 --rdzv-endpoint 10.0.0.1:29400 train_ddp.py  # every node
+    \b
+    Exit codes: 0 success; 1 a rank failed; 2 bad input (nothing started);
+    124 no output for --timeout seconds; 130/143 stopped by Ctrl-C/SIGTERM.
     """
-    import os
-    import shlex
+    from distrun.cli import render
+    from distrun.launch import backends
+    from distrun.launch.resolve import resolve
+    from distrun.launch.runner import run
+    from distrun.launch.spec import LaunchRequest
 
-    from distrun.launch.backends import torchrun
-    from distrun.launch.runner import free_port, run
-    from distrun.launch.spec import LaunchSpec
-
-    if not os.path.isfile(script):
-        raise InputError(f"{script}: no such file", "check the path of the script to launch")
-    spec = LaunchSpec(script=script, script_args=script_args, nproc_per_node=nproc_per_node,
-                      master_port=master_port or free_port())
-    command = torchrun.build(spec)
+    request = LaunchRequest(script=script, script_args=script_args, module=module, env=env,
+                            **options)  # type: ignore[arg-type]
+    spec = resolve(request)
+    command = backends.build(spec)
+    for note in spec.notes:
+        click.echo(f"distrun: {note}", err=True)
     if dry_run:
-        click.echo(shlex.join(command.argv))
+        click.echo(render.dry_run(command))
         return 0
-    return run(command)
+    result = run(command, spec)
+    report = render.launch_report(result, spec)
+    if report:
+        click.echo(report, err=True)
+    return result.exit_code

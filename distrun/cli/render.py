@@ -8,6 +8,8 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from distrun.convert.report import ConvertResult, Finding
+    from distrun.launch.runner import RunResult
+    from distrun.launch.spec import Command, LaunchSpec
 
 
 def report_text(result: ConvertResult, filename: str) -> str:
@@ -47,3 +49,37 @@ def unified_diff(before: str, after: str, filename: str) -> str:
         before.splitlines(keepends=True), after.splitlines(keepends=True),
         fromfile=f"a/{filename}", tofile=f"b/{filename}",
     ))
+
+
+def dry_run(command: Command) -> str:
+    import shlex
+
+    env = " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(command.env.items()))
+    return f"env {env} \\\n  {shlex.join(command.argv)}"
+
+
+def launch_report(result: RunResult, spec: LaunchSpec) -> str:
+    if result.reason == "ok":
+        return ""
+    lines: list[str] = []
+    if result.reason == "interrupted":
+        lines.append(f"distrun: job stopped by {result.detail} after {result.seconds:.1f} s; "
+                     "every process was ended")
+    elif result.reason == "hung":
+        lines.append(f"distrun: error: the job made no progress: {result.detail}; it was "
+                     "stopped (--timeout)")
+        lines.append("  hint: a rank may be waiting in a collective another rank never joins; "
+                     "NCCL_DEBUG=INFO or TORCH_DISTRIBUTED_DEBUG=DETAIL tell more")
+    else:
+        lines.append(f"distrun: error: the job failed after {result.seconds:.1f} s")
+        for failure in result.failures:
+            cause = "first failure" if failure.root_cause else "also stopped"
+            lines.append(f"  rank {failure.rank} (local rank {failure.local_rank}) on "
+                         f"{failure.host}: {failure.how} [{cause}]")
+            if failure.error:
+                lines += [f"    | {line}" for line in failure.error.splitlines()]
+        if result.detail:
+            lines.append(result.detail)
+    if result.log_dir:
+        lines.append(f"  logs of every rank: {result.log_dir}")
+    return "\n".join(lines)

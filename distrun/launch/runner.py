@@ -1,48 +1,244 @@
-"""Starts a backend's command, forwards Ctrl-C / SIGTERM to it, and reports how it ended."""
+"""Starts a backend's command and supervises it until every process is gone.
+
+- Output: workers' lines are shown live, without the launcher's `[default0]:` tags;
+  torchrun's own traceback and failure table are replaced by distrun's report.
+- Failure: the launcher (torchrun) stops the other ranks as soon as one fails; the
+  report names the failed rank(s), host, exit code or signal, and quotes the first
+  failure's error from its log.
+- Hang: with a timeout, a job that prints nothing for that long is stopped and said so.
+- Signals: Ctrl-C / SIGTERM go to the whole job; after a grace period, everything still
+  alive is killed. distrun is a child subreaper (Linux), so workers orphaned by a dying
+  launcher are still found and stopped: no process outlives `distrun launch`.
+"""
 
 from __future__ import annotations
 
+import ctypes
 import os
+import re
+import shutil
 import signal
-import socket
 import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
 from types import FrameType
+from typing import IO
 
-from distrun.errors import EXIT_JOB_FAILED, LaunchError
-from distrun.launch.spec import Command
+from distrun.errors import LaunchError
+from distrun.launch.failures import Failure, parse_failures, read_error
+from distrun.launch.spec import Command, LaunchSpec
+
+EXIT_FAILED = 1
+EXIT_HUNG = 124
+GRACE_SECONDS = 5.0
+_TAG = re.compile(r"^\[[A-Za-z_]*(\d+)\]:")
+_AGENT_TRACE = re.compile(r"^Traceback \(most recent call last\):|ChildFailedError|^=+$")
 
 
-def free_port(host: str = "127.0.0.1") -> int:
-    """A TCP port nobody listens on right now (the kernel picks it)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((host, 0))
-        return int(sock.getsockname()[1])
+@dataclass
+class RunResult:
+    exit_code: int
+    reason: str  # "ok" | "failed" | "hung" | "interrupted"
+    failures: list[Failure] = field(default_factory=list)
+    log_dir: str | None = None
+    seconds: float = 0.0
+    detail: str = ""
 
 
-def run(command: Command) -> int:
-    """Run the command in its own process group; stop the whole group on a signal."""
+def run(command: Command, spec: LaunchSpec, echo: Callable[[str, bool], None] | None = None,
+        ) -> RunResult:
+    """Run and supervise `command`; `echo(line, to_stderr)` shows output (default: print)."""
+    show = echo or _print
+    if spec.log_dir:
+        Path(spec.log_dir).mkdir(parents=True, exist_ok=True)
+    _become_subreaper()
     env = {**os.environ, **command.env}
+    started = time.monotonic()
     try:
-        proc = subprocess.Popen(command.argv, env=env, start_new_session=True)
+        proc = subprocess.Popen(
+            command.argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            stdin=subprocess.DEVNULL, start_new_session=True, preexec_fn=_die_with_parent,
+        )
     except OSError as err:
         raise LaunchError(f"cannot start {command.argv[0]}: {err.strerror}") from None
-
-    def forward(signum: int, _frame: FrameType | None) -> None:
-        try:
-            os.killpg(proc.pid, signum)
-        except ProcessLookupError:
-            pass
-
-    previous = {s: signal.signal(s, forward) for s in (signal.SIGINT, signal.SIGTERM)}
+    watcher = _Watcher(show)
+    readers = [
+        threading.Thread(target=watcher.pump, args=(proc.stdout, False), daemon=True),
+        threading.Thread(target=watcher.pump, args=(proc.stderr, True), daemon=True),
+    ]
+    for reader in readers:
+        reader.start()
+    stop = _StopRequest()
+    previous = {s: signal.signal(s, stop.handler) for s in (signal.SIGINT, signal.SIGTERM)}
+    reason, code, interrupted_by = "ok", 0, ""
     try:
-        code = proc.wait()
+        while proc.poll() is None:
+            time.sleep(0.1)
+            if stop.signum is not None:
+                reason, code = "interrupted", 128 + stop.signum
+                interrupted_by = signal.Signals(stop.signum).name
+                watcher.quiet = True
+                _stop_job(proc, stop.signum)
+                break
+            idle = time.monotonic() - watcher.last_output
+            if spec.timeout is not None and idle > spec.timeout:
+                reason, code = "hung", EXIT_HUNG
+                watcher.quiet = True
+                _stop_job(proc, signal.SIGTERM)
+                break
     finally:
         for s, handler in previous.items():
             signal.signal(s, handler)
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-    if code != 0:
-        how = f"signal {-code}" if code < 0 else f"exit code {code}"
-        raise LaunchError(f"the job failed ({how}); the first failing rank is named above",
-                          exit_code=EXIT_JOB_FAILED)
-    return 0
+        _stop_job(proc, signal.SIGTERM, grace=GRACE_SECONDS if proc.poll() is None else 0.0)
+        for reader in readers:
+            reader.join(timeout=2)
+    if reason == "ok" and proc.returncode != 0:
+        reason, code = "failed", EXIT_FAILED
+    result = RunResult(code, reason, log_dir=spec.log_dir,
+                       seconds=time.monotonic() - started)
+    if reason == "failed":
+        result.failures = parse_failures("\n".join(watcher.agent_lines))
+        if result.failures and spec.log_dir:
+            first = result.failures[0]
+            first.error = read_error(spec.log_dir, first.local_rank)
+        if not result.failures:
+            result.detail = "\n".join(watcher.agent_lines[-15:])
+    if reason == "interrupted":
+        result.detail = interrupted_by
+    if reason == "hung":
+        result.detail = f"no output from any rank for {spec.timeout:g} s"
+    if reason == "ok" and spec.log_dir and not spec.keep_logs:
+        shutil.rmtree(spec.log_dir, ignore_errors=True)
+        result.log_dir = None
+    return result
+
+
+class _Watcher:
+    """Reads one of the launcher's streams: shows worker lines, keeps the launcher's own."""
+
+    def __init__(self, show: Callable[[str, bool], None]) -> None:
+        self.show = show
+        self.last_output = time.monotonic()
+        self.agent_lines: list[str] = []
+        self.in_agent_trace = False
+        self.quiet = False  # set once distrun stops the job: its own report says why
+        self.lock = threading.Lock()
+
+    def pump(self, stream: IO[bytes] | None, to_stderr: bool) -> None:
+        assert stream is not None
+        for raw in iter(stream.readline, b""):
+            line = raw.decode("utf-8", errors="replace").rstrip("\n")
+            with self.lock:
+                self.last_output = time.monotonic()
+                tag = _TAG.match(line)
+                if tag:
+                    if not self.quiet:
+                        self.show(line[tag.end():], to_stderr)
+                    continue
+                self.agent_lines.append(line)
+                if _AGENT_TRACE.search(line):
+                    self.in_agent_trace = True
+                if not (self.in_agent_trace or self.quiet or not line.strip()):
+                    self.show(line, to_stderr)
+
+
+class _StopRequest:
+    def __init__(self) -> None:
+        self.signum: int | None = None
+
+    def handler(self, signum: int, _frame: FrameType | None) -> None:
+        self.signum = signum
+
+
+def _print(line: str, to_stderr: bool) -> None:
+    stream = sys.stderr if to_stderr else sys.stdout
+    stream.write(line + "\n")
+    stream.flush()
+
+
+def _stop_job(proc: subprocess.Popen[bytes], signum: int, grace: float = GRACE_SECONDS) -> None:
+    """Signal the launcher and every process below it; kill what is left after `grace`."""
+    if grace <= 0 and proc.poll() is not None:
+        _kill_all(descendants(os.getpid()))
+        return
+    pids = descendants(proc.pid) + [proc.pid]
+    for pid in pids:
+        _signal(pid, signum)
+    deadline = time.monotonic() + grace
+    while time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.05)
+    _kill_all(descendants(os.getpid()))
+    try:
+        proc.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        _signal(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+
+def _kill_all(pids: list[int]) -> None:
+    for pid in pids:
+        _signal(pid, signal.SIGKILL)
+    for pid in pids:
+        try:
+            os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            pass
+
+
+def _signal(pid: int, signum: int) -> None:
+    try:
+        os.kill(pid, signum)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def descendants(root: int) -> list[int]:
+    """Every live process below `root` (from /proc; empty where there is none)."""
+    children: dict[int, list[int]] = {}
+    proc = Path("/proc")
+    if not proc.is_dir():
+        return []
+    for entry in proc.iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        fields = stat[stat.rfind(")") + 2:].split()
+        if fields and fields[0] != "Z":
+            children.setdefault(int(fields[1]), []).append(int(entry.name))
+    found: list[int] = []
+    todo = [root]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+_PR_SET_PDEATHSIG = 1
+_PR_SET_CHILD_SUBREAPER = 36
+
+
+def _prctl(option: int, value: int) -> None:
+    if sys.platform != "linux":
+        return
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(option, value, 0, 0, 0)
+    except (OSError, AttributeError):
+        pass
+
+
+def _become_subreaper() -> None:
+    """Orphaned workers are re-parented to distrun, not init, so they can be stopped."""
+    _prctl(_PR_SET_CHILD_SUBREAPER, 1)
+
+
+def _die_with_parent() -> None:
+    """In the launcher's process: if distrun is killed, the launcher gets SIGKILL too."""
+    _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)

@@ -1,22 +1,75 @@
-"""The launch description every backend reads, and the command a backend returns."""
+"""What to launch: the user's request (as typed), and the resolved spec backends read.
+
+`LaunchRequest` holds the options as given (None = not given). `resolve` (in
+resolve.py) fills the gaps from the cluster environment and the defaults, checks
+everything, and returns a `LaunchSpec` with no open choices left. Backends turn a
+spec into a `Command`; only the runner starts it.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
 
+@dataclass
+class LaunchRequest:
+    script: str | None = None
+    script_args: tuple[str, ...] = ()
+    module: bool = False
+    nproc_per_node: str | None = None  # N | auto | gpu | cpu
+    nnodes: str | None = None  # N | MIN:MAX
+    node_rank: int | None = None
+    master_addr: str | None = None
+    master_port: int | None = None
+    rdzv_backend: str | None = None
+    rdzv_endpoint: str | None = None
+    rdzv_id: str | None = None
+    max_restarts: int | None = None
+    log_dir: str | None = None
+    launcher: str | None = None
+    mixed_precision: str | None = None
+    env: dict[str, str] = field(default_factory=dict)
+    timeout: float | None = None
+
+
 @dataclass(frozen=True)
 class LaunchSpec:
-    """What to run, on how many processes. Resolved: no 'auto' values left."""
+    """A launch with every value decided. `notes` say what was detected, and from where."""
 
     script: str
     script_args: tuple[str, ...] = ()
+    module: bool = False
     nproc_per_node: int = 1
-    nnodes: int = 1
+    min_nodes: int = 1
+    max_nodes: int = 1
     node_rank: int = 0
     master_addr: str = "127.0.0.1"
     master_port: int = 29500
-    env: dict[str, str] = field(default_factory=dict)
+    rdzv_backend: str = "static"
+    rdzv_endpoint: str | None = None
+    rdzv_id: str = "none"
+    max_restarts: int = 0
+    log_dir: str | None = None
+    launcher: str = "torchrun"
+    mixed_precision: str = "no"
+    env: tuple[tuple[str, str], ...] = ()
+    timeout: float | None = None
+    notes: tuple[str, ...] = ()
+    keep_logs: bool = True  # False: a log folder distrun made, removed after a clean run
+
+    @property
+    def nnodes(self) -> str:
+        if self.min_nodes == self.max_nodes:
+            return str(self.min_nodes)
+        return f"{self.min_nodes}:{self.max_nodes}"
+
+    @property
+    def elastic(self) -> bool:
+        return self.min_nodes != self.max_nodes
+
+    @property
+    def world_size(self) -> int:
+        return self.nproc_per_node * self.max_nodes
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,36 @@
+"""accelerate backend: `python -m accelerate.commands.launch ...`, the same job as the
+torchrun backend in accelerate's terms: `--num_processes` is the total over all
+machines, `--multi_gpu` whenever there is more than one process (accelerate then
+starts torchrun, which also works on CPU with gloo)."""
+
+from __future__ import annotations
+
+import sys
+
+from distrun.launch.backends import job_env, target
+from distrun.launch.spec import Command, LaunchSpec
+
+
+def build(spec: LaunchSpec) -> Command:
+    total = spec.nproc_per_node * spec.max_nodes
+    argv = [sys.executable, "-m", "accelerate.commands.launch",
+            f"--num_processes={total}", f"--num_machines={spec.max_nodes}",
+            f"--mixed_precision={spec.mixed_precision}", "--dynamo_backend=no"]
+    if total > 1:
+        argv.append("--multi_gpu")
+    if spec.max_nodes > 1:
+        argv.append(f"--machine_rank={spec.node_rank}")
+    if spec.rdzv_backend == "static":
+        argv += [f"--main_process_ip={spec.master_addr}",
+                 f"--main_process_port={spec.master_port}"]
+        if spec.max_nodes > 1:
+            argv.append("--same_network")
+    else:
+        host, _, port = (spec.rdzv_endpoint or "").rpartition(":")
+        argv += [f"--rdzv_backend={spec.rdzv_backend}", f"--main_process_ip={host}",
+                 f"--main_process_port={port}"]
+    argv.append(f"--max_restarts={spec.max_restarts}")
+    if spec.log_dir:
+        argv += [f"--log_dir={spec.log_dir}", "--tee=3"]
+    argv += target(spec)
+    return Command(argv=argv, env=job_env(spec))

@@ -1,0 +1,99 @@
+"""What a cluster scheduler tells a node about the job: SLURM and Kubeflow PyTorchJob.
+
+Each detector reads only the environment it is given and returns the values it
+found, with a note saying where they came from. Explicit options always win.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Detected:
+    source: str
+    nnodes: int | None = None
+    node_rank: int | None = None
+    master_addr: str | None = None
+    master_port: int | None = None
+    nproc_per_node: str | None = None
+
+
+def detect(environ: Mapping[str, str]) -> Detected | None:
+    return _slurm(environ) or _pytorchjob(environ)
+
+
+def _int(environ: Mapping[str, str], *names: str) -> int | None:
+    for name in names:
+        value = environ.get(name, "")
+        if value.isdigit():
+            return int(value)
+    return None
+
+
+def _slurm(environ: Mapping[str, str]) -> Detected | None:
+    if "SLURM_JOB_ID" not in environ or "SLURM_NODEID" not in environ:
+        return None
+    nodelist = environ.get("SLURM_JOB_NODELIST") or environ.get("SLURM_NODELIST", "")
+    hosts = expand_nodelist(nodelist)
+    return Detected(
+        source=f"SLURM job {environ['SLURM_JOB_ID']}",
+        nnodes=_int(environ, "SLURM_JOB_NUM_NODES", "SLURM_NNODES"),
+        node_rank=_int(environ, "SLURM_NODEID"),
+        master_addr=hosts[0] if hosts else None,
+    )
+
+
+def _pytorchjob(environ: Mapping[str, str]) -> Detected | None:
+    """Kubeflow's training operator: PET_* (torchrun's own variables) when the job sets
+    nprocPerNode, else MASTER_ADDR/MASTER_PORT with RANK and WORLD_SIZE counting pods."""
+    if "PET_NNODES" in environ or "PET_NODE_RANK" in environ:
+        return Detected(
+            source="Kubernetes PyTorchJob (PET_* variables)",
+            nnodes=_int(environ, "PET_NNODES"),
+            node_rank=_int(environ, "PET_NODE_RANK"),
+            master_addr=environ.get("PET_MASTER_ADDR") or environ.get("MASTER_ADDR"),
+            master_port=_int(environ, "PET_MASTER_PORT", "MASTER_PORT"),
+            nproc_per_node=environ.get("PET_NPROC_PER_NODE"),
+        )
+    in_pod = "KUBERNETES_SERVICE_HOST" in environ
+    if in_pod and "MASTER_ADDR" in environ and "WORLD_SIZE" in environ and "RANK" in environ:
+        return Detected(
+            source="Kubernetes PyTorchJob (MASTER_ADDR, RANK, WORLD_SIZE)",
+            nnodes=_int(environ, "WORLD_SIZE"),
+            node_rank=_int(environ, "RANK"),
+            master_addr=environ["MASTER_ADDR"],
+            master_port=_int(environ, "MASTER_PORT"),
+        )
+    return None
+
+
+def expand_nodelist(nodelist: str) -> list[str]:
+    """`node[01-03,07],gpu5` -> node01, node02, node03, node07, gpu5 (scontrol when present)."""
+    if not nodelist:
+        return []
+    if shutil.which("scontrol"):
+        try:
+            out = subprocess.run(["scontrol", "show", "hostnames", nodelist], capture_output=True,
+                                 text=True, timeout=10, check=True).stdout.split()
+            if out:
+                return out
+        except (OSError, subprocess.SubprocessError):
+            pass
+    hosts: list[str] = []
+    for prefix, ranges, rest in re.findall(r"([^,\[]+)(?:\[([^\]]+)\])?([^,]*)", nodelist):
+        if not ranges:
+            hosts.append(prefix + rest)
+            continue
+        for part in ranges.split(","):
+            lo, _, hi = part.partition("-")
+            if not hi:
+                hosts.append(f"{prefix}{lo}{rest}")
+                continue
+            for n in range(int(lo), int(hi) + 1):
+                hosts.append(f"{prefix}{str(n).zfill(len(lo))}{rest}")
+    return hosts

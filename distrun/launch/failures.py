@@ -1,0 +1,68 @@
+"""Which ranks failed and why: read from torchrun's failure table and the ranks' logs.
+
+torchrun ends a failed job with a table (the root cause first, then the other
+failures) giving each failed worker's global rank, local rank, host and exit code.
+The error itself is in the rank's stderr log under `--log-dir`.
+"""
+
+from __future__ import annotations
+
+import re
+import signal
+from dataclasses import dataclass
+from pathlib import Path
+
+_ENTRY = re.compile(
+    r"host\s*:\s*(?P<host>\S+)\s*\n\s*rank\s*:\s*(?P<rank>-?\d+)\s*\(local_rank:\s*(?P<local>\d+)\)"
+    r"\s*\n\s*exitcode\s*:\s*(?P<code>-?\d+)",
+)
+_RANK_TAG = re.compile(r"^\[rank\d+\]:\s?")
+MAX_ERROR_LINES = 12
+
+
+@dataclass
+class Failure:
+    rank: int
+    local_rank: int
+    host: str
+    exit_code: int
+    root_cause: bool = False
+    error: str = ""
+
+    @property
+    def how(self) -> str:
+        if self.exit_code < 0:
+            try:
+                name = signal.Signals(-self.exit_code).name
+            except ValueError:
+                name = f"signal {-self.exit_code}"
+            return f"killed by {name}"
+        return f"exit code {self.exit_code}"
+
+
+def parse_failures(agent_output: str) -> list[Failure]:
+    """The failed workers of torchrun's table, the root cause first."""
+    root_at = agent_output.find("Root Cause")
+    failures: list[Failure] = []
+    for match in _ENTRY.finditer(agent_output):
+        failures.append(Failure(
+            rank=int(match["rank"]), local_rank=int(match["local"]), host=match["host"],
+            exit_code=int(match["code"]), root_cause=root_at != -1 and match.start() > root_at,
+        ))
+    failures.sort(key=lambda f: (not f.root_cause, f.rank))
+    return failures
+
+
+def read_error(log_dir: str, local_rank: int) -> str:
+    """The end of the rank's error output: its last traceback, or its last lines."""
+    logs = sorted(Path(log_dir).glob(f"*/attempt_*/{local_rank}/stderr.log"),
+                  key=lambda p: p.stat().st_mtime)
+    if not logs:
+        return ""
+    lines = [_RANK_TAG.sub("", line) for line in
+             logs[-1].read_text(errors="replace").splitlines()]
+    starts = [i for i, line in enumerate(lines) if line.startswith("Traceback (most recent")]
+    tail = lines[starts[-1]:] if starts else lines
+    if len(tail) > MAX_ERROR_LINES:
+        tail = [tail[0], "  ...", *tail[-(MAX_ERROR_LINES - 2):]]
+    return "\n".join(tail).strip()
