@@ -6,6 +6,7 @@ Exit codes (documented in the README):
   0  success (also: nothing to do)
   1  `convert --check` found work to do; a launched job failed
   2  bad input: missing or unreadable file, not Python, syntax error, bad option
+  70 internal error: a bug in distrun (DISTRUN_DEBUG=1 shows the traceback)
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ EXIT_OK = 0
 EXIT_FOUND_WORK = 1
 EXIT_JOB_FAILED = 1
 EXIT_BAD_INPUT = 2
+EXIT_INTERNAL = 70
 
 
 class DistrunError(Exception):

@@ -9,18 +9,20 @@ is the one place where a `DistrunError` becomes a message on stderr and an exit 
 from __future__ import annotations
 
 import importlib
+import os
 import sys
 from typing import Any
 
 import click
 
 from distrun import __version__
-from distrun.errors import DistrunError
+from distrun.errors import EXIT_INTERNAL, DistrunError
 
 # name -> (module, attribute)
 _COMMANDS: dict[str, tuple[str, str]] = {
     "convert": ("distrun.cli.convert", "convert"),
     "launch": ("distrun.cli.launch", "launch"),
+    "config": ("distrun.cli.config", "config"),
 }
 
 
@@ -73,4 +75,14 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(err.exit_code)
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
+    except KeyboardInterrupt:
+        click.echo("distrun: interrupted", err=True)
+        sys.exit(130)
+    except Exception as exc:  # a bug in distrun, not a user mistake
+        if os.environ.get("DISTRUN_DEBUG"):
+            raise
+        click.echo(f"distrun: internal error: {type(exc).__name__}: {exc}", err=True)
+        click.echo("  this is a bug in distrun; DISTRUN_DEBUG=1 shows the traceback",
+                   err=True)
+        sys.exit(EXIT_INTERNAL)
     sys.exit(code if isinstance(code, int) else 0)

@@ -45,12 +45,14 @@ def _env_pair(_ctx: click.Context, _param: click.Parameter, values: tuple[str, .
               help="Environment variable for the workers (repeatable).")
 @click.option("--timeout", type=float, metavar="SECONDS", help="Stop a job that prints nothing "
               "for this long (hang detector).")
+@click.option("--config", "config_file", type=click.Path(dir_okay=False),
+              help="A launch config (distrun.yaml); flags override its values.")
 @click.option("-m", "module", is_flag=True, help="SCRIPT is a module name, as in python -m.")
 @click.option("--dry-run", is_flag=True, help="Print the command and environment; start nothing.")
 @click.argument("script", required=False)
 @click.argument("script_args", nargs=-1, type=click.UNPROCESSED)
 def launch(script: str | None, script_args: tuple[str, ...], dry_run: bool, module: bool,
-           env: dict[str, str], **options: object) -> int:
+           env: dict[str, str], config_file: str | None, **options: object) -> int:
     """Run SCRIPT [SCRIPT_ARGS...] on many processes and nodes, and supervise it.
 
     \b
@@ -68,8 +70,18 @@ def launch(script: str | None, script_args: tuple[str, ...], dry_run: bool, modu
     from distrun.launch.runner import run
     from distrun.launch.spec import LaunchRequest
 
-    request = LaunchRequest(script=script, script_args=script_args, module=module, env=env,
-                            **options)  # type: ignore[arg-type]
+    request = LaunchRequest()
+    if config_file is not None:
+        from distrun.cli.config import load_valid
+        from distrun.config.exports import request_from
+
+        request = request_from(load_valid(config_file))
+    for name, value in options.items():
+        if value is not None:
+            setattr(request, name, value)
+    request.env = {**request.env, **env}
+    if script is not None:
+        request.script, request.script_args, request.module = script, script_args, module
     spec = resolve(request)
     command = backends.build(spec)
     for note in spec.notes:

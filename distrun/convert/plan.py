@@ -32,6 +32,7 @@ class Names:
     dist: str = "dist"
     ddp: str = "DDP"
     sampler: str = "DistributedSampler"
+    gc: str = "gc"
 
     @classmethod
     def avoiding(cls, taken: set[str], imports: dict[str, str]) -> Names:
@@ -39,9 +40,11 @@ class Names:
             "dist": "torch.distributed",
             "ddp": "torch.nn.parallel.DistributedDataParallel",
             "sampler": "torch.utils.data.distributed.DistributedSampler",
+            "gc": "gc",
         }
         chosen = cls()
-        for attr in ("local_rank", "rank", "world_size", "device", "dist", "ddp", "sampler"):
+        for attr in ("local_rank", "rank", "world_size", "device", "dist", "ddp", "sampler",
+                     "gc"):
             base = getattr(chosen, attr)
             name = base
             # An existing import of exactly what we need is reused; anything else bound

@@ -17,13 +17,13 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TypeVar
 
+from distrun.config.schema import KEYS, NPROC_WORDS
 from distrun.errors import LaunchError
 from distrun.launch import cluster
 from distrun.launch.spec import LaunchRequest, LaunchSpec
 
-LAUNCHERS = ("torchrun", "accelerate")
-MIXED_PRECISION = ("no", "fp16", "bf16")
-NPROC_WORDS = ("auto", "gpu", "cpu")
+LAUNCHERS = KEYS["launcher"].choices
+MIXED_PRECISION = KEYS["mixed_precision"].choices
 DEFAULT_MASTER_PORT = 29500
 DEFAULT_RDZV_PORT = 29400
 T = TypeVar("T")
@@ -32,7 +32,7 @@ T = TypeVar("T")
 def resolve(req: LaunchRequest, environ: Mapping[str, str] | None = None) -> LaunchSpec:
     environ = os.environ if environ is None else environ
     notes: list[str] = []
-    launcher = req.launcher or "torchrun"
+    launcher = req.launcher or KEYS["launcher"].default
     if launcher not in LAUNCHERS:
         raise LaunchError(f"unknown launcher {launcher!r}", f"use one of: {', '.join(LAUNCHERS)}")
     if launcher == "accelerate" and importlib.util.find_spec("accelerate") is None:
@@ -50,9 +50,10 @@ def resolve(req: LaunchRequest, environ: Mapping[str, str] | None = None) -> Lau
         notes[:] = [f"from the {found.source}: {', '.join(notes)}"]
     if nnodes_text is not None:
         nnodes_text = str(nnodes_text)
-    nproc = _nproc(nproc_text or "1", notes)
-    min_nodes, max_nodes = _nnodes(nnodes_text or "1")
-    rdzv_backend = req.rdzv_backend or ("c10d" if req.rdzv_endpoint else "static")
+    nproc = _nproc(str(nproc_text or KEYS["nproc_per_node"].default), notes)
+    min_nodes, max_nodes = _nnodes(str(nnodes_text or KEYS["nnodes"].default))
+    rdzv_backend = req.rdzv_backend or ("c10d" if req.rdzv_endpoint else
+                                        KEYS["rdzv"].keys["backend"].default)
     if rdzv_backend not in ("static", "c10d", "etcd", "etcd-v2"):
         raise LaunchError(f"unknown rendezvous backend {rdzv_backend!r}", "use static or c10d")
     if min_nodes != max_nodes and rdzv_backend == "static":
@@ -86,7 +87,7 @@ def resolve(req: LaunchRequest, environ: Mapping[str, str] | None = None) -> Lau
     elif not multi or node_rank == 0:
         _check_port_free(master_addr if multi else "127.0.0.1", master_port)
     endpoint = _endpoint(req.rdzv_endpoint) if req.rdzv_endpoint else None
-    mixed = req.mixed_precision or "no"
+    mixed = req.mixed_precision or KEYS["mixed_precision"].default
     if mixed not in MIXED_PRECISION:
         raise LaunchError(f"--mixed-precision {mixed!r} is not one of {', '.join(MIXED_PRECISION)}")
     if req.max_restarts is not None and req.max_restarts < 0:
@@ -103,8 +104,9 @@ def resolve(req: LaunchRequest, environ: Mapping[str, str] | None = None) -> Lau
         script=script, script_args=tuple(req.script_args), module=req.module,
         nproc_per_node=nproc, min_nodes=min_nodes, max_nodes=max_nodes, node_rank=node_rank,
         master_addr=master_addr, master_port=master_port, rdzv_backend=rdzv_backend,
-        rdzv_endpoint=endpoint, rdzv_id=req.rdzv_id or "none",
-        max_restarts=req.max_restarts or 0, log_dir=log_dir, launcher=launcher,
+        rdzv_endpoint=endpoint, rdzv_id=req.rdzv_id or KEYS["rdzv"].keys["id"].default,
+        max_restarts=req.max_restarts or KEYS["max_restarts"].default, log_dir=log_dir,
+        launcher=launcher,
         mixed_precision=mixed, env=tuple(sorted(req.env.items())), timeout=req.timeout,
         notes=tuple(notes), keep_logs=req.log_dir is not None,
     )

@@ -39,7 +39,7 @@ class LaunchSpec:
     script: str
     script_args: tuple[str, ...] = ()
     module: bool = False
-    nproc_per_node: int = 1
+    nproc_per_node: int | str = 1  # a word (auto/gpu/cpu) only in exports for another machine
     min_nodes: int = 1
     max_nodes: int = 1
     node_rank: int = 0
@@ -67,9 +67,6 @@ class LaunchSpec:
     def elastic(self) -> bool:
         return self.min_nodes != self.max_nodes
 
-    @property
-    def world_size(self) -> int:
-        return self.nproc_per_node * self.max_nodes
 
 
 @dataclass(frozen=True)

@@ -70,7 +70,7 @@ def test_converted_script_trains_like_the_original(name: str, tmp_path: Path) ->
 def test_converted_script_runs_under_accelerate_launch(name: str, tmp_path: Path) -> None:
     """The converted script is plain PyTorch: `accelerate launch` runs it too (its
     multi-process launcher is torchrun underneath; on CPU the script picks gloo)."""
-    from distrun.launch.runner import free_port
+    from distrun.launch.resolve import free_port
 
     script = tmp_path / name
     shutil.copy(CORPUS / name, script)

@@ -21,6 +21,7 @@ from distrun.convert.analysis import Facts
 from distrun.convert.plan import Plan, statements
 
 IMPORTS = {
+    "gc": ("gc", "import gc as {name}"),
     "os": ("os", "import os"),
     "torch": ("torch", "import torch"),
     "dist": ("torch.distributed", "import torch.distributed as {name}"),
@@ -56,7 +57,7 @@ else:  # started without a launcher: a world of one process
 
 
 def plan_setup(facts: Facts, plan: Plan) -> None:
-    plan.needed_imports |= {"os", "torch", "dist"}
+    plan.needed_imports |= {"gc", "os", "torch", "dist"}
     guard = facts.main_guard
     in_guard = guard is not None and all(
         t is guard or isinstance(t, (cst.FunctionDef, cst.ClassDef)) or _is_import(t)
@@ -65,7 +66,11 @@ def plan_setup(facts: Facts, plan: Plan) -> None:
     setup = statements(setup_code(plan))
     comment = cst.EmptyLine(comment=cst.Comment(
         "# distrun: one process per device; torchrun sets LOCAL_RANK, RANK and WORLD_SIZE."))
-    teardown = f"{plan.names.dist}.destroy_process_group()\n"
+    # Collect garbage first: DDP's last gradient all-reduces can sit in reference cycles;
+    # freed after the group is gone, gloo aborts the process ("terminate called without an
+    # active exception", seen on loaded machines).
+    teardown = (f"{plan.names.gc}.collect()  # free DDP's finished communication first\n"
+                f"{plan.names.dist}.destroy_process_group()\n")
     imports = _import_lines(facts, plan)
     last_import = facts.import_statements[-1] if facts.import_statements else None
     if last_import is not None:
@@ -114,7 +119,7 @@ def _first_code_statement(facts: Facts) -> cst.BaseStatement:
 
 def _import_lines(facts: Facts, plan: Plan) -> list[cst.BaseStatement]:
     lines = []
-    for key in ("os", "torch", "dist", "ddp", "sampler"):
+    for key in ("gc", "os", "torch", "dist", "ddp", "sampler"):
         if key not in plan.needed_imports:
             continue
         qual, template = IMPORTS[key]

@@ -7,11 +7,15 @@ from __future__ import annotations
 
 import sys
 
+from distrun.errors import LaunchError
 from distrun.launch.backends import job_env, target
 from distrun.launch.spec import Command, LaunchSpec
 
 
 def build(spec: LaunchSpec) -> Command:
+    if not isinstance(spec.nproc_per_node, int):
+        raise LaunchError(f"accelerate needs a number of processes per node, not "
+                          f"{spec.nproc_per_node!r}", "set nproc_per_node to a number")
     total = spec.nproc_per_node * spec.max_nodes
     argv = [sys.executable, "-m", "accelerate.commands.launch",
             f"--num_processes={total}", f"--num_machines={spec.max_nodes}",

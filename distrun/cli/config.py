@@ -1,0 +1,149 @@
+"""`distrun config`: write, check, show and export launch configs (distrun.yaml).
+
+None of these commands imports torch: they work on a login node without it.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import click
+
+from distrun.errors import InputError
+
+if TYPE_CHECKING:
+    from distrun.config.load import Config
+
+DEFAULT = "distrun.yaml"
+file_argument = click.argument("file", default=DEFAULT, required=False,
+                               type=click.Path(dir_okay=True))
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+def config() -> None:
+    """Write, check, show and export the launch config (distrun.yaml).
+
+    \b
+      distrun config init                       # a few questions, writes distrun.yaml
+      distrun config validate                   # every problem, with its line
+      distrun config export --format slurm -o job.sbatch
+      distrun launch --config distrun.yaml      # flags override the file
+    """
+
+
+@config.command()
+@click.option("-o", "--output", default=DEFAULT, show_default=True, help="File to write.")
+@click.option("--force", is_flag=True, help="Replace an existing file.")
+@click.option("--non-interactive", is_flag=True, help="Ask nothing: flags and defaults only.")
+@click.option("--script", help="Training script.")
+@click.option("--launcher", type=click.Choice(["torchrun", "accelerate"]))
+@click.option("--nnodes", help="Number of nodes (N or MIN:MAX).")
+@click.option("--nproc-per-node", help="Processes per node (N, auto, gpu, cpu).")
+@click.option("--master-addr", help="Address of node 0 (multi-node).")
+@click.option("--master-port", type=int, help="Port on node 0.")
+@click.option("--mixed-precision", type=click.Choice(["no", "fp16", "bf16"]))
+def init(output: str, force: bool, non_interactive: bool, **given: str | int | None) -> int:
+    """Write a launch config, asking only what it cannot detect."""
+    from pathlib import Path
+
+    from distrun.config.init import answers_to_yaml, ask, detected_defaults
+    from distrun.files import write_atomic
+
+    if Path(output).exists() and not force:
+        raise InputError(f"{output} already exists", "pass --force to replace it (the old one "
+                         f"is kept as {output}.orig), or choose another -o")
+    values = detected_defaults()
+    values.update({k: v for k, v in given.items() if v is not None})
+    if not non_interactive:
+        values = ask(values, given)
+    text = answers_to_yaml(values)
+    from distrun.config.load import parse
+
+    problems = [p for p in parse(text, output).problems if p.severity == "error"]
+    if problems:
+        raise InputError(f"these answers do not make a valid config: {problems[0].message}")
+    write_atomic(output, text.encode(), backup=force, force=force)
+    click.echo(f"wrote {output}; check it with `distrun config validate {output}`")
+    return 0
+
+
+@config.command()
+@file_argument
+@click.option("--json", "as_json", is_flag=True, help="Print the problems as JSON.")
+def validate(file: str, as_json: bool) -> int:
+    """Check FILE (default distrun.yaml): exit 0 if valid, 1 listing every problem."""
+    import json
+
+    from distrun.config.load import load
+
+    cfg = load(file)
+    if as_json:
+        click.echo(json.dumps({"file": file, "valid": cfg.valid, "problems": [
+            {"line": p.line, "key": p.key, "severity": p.severity, "message": p.message}
+            for p in cfg.problems]}, indent=2))
+    else:
+        for p in cfg.problems:
+            click.echo(f"{file}:{p.line}: {p.severity}: {p.message}")
+        errors = sum(p.severity == "error" for p in cfg.problems)
+        click.echo(f"{file}: valid" if cfg.valid else f"{file}: {errors} problem(s)")
+    return 0 if cfg.valid else 1
+
+
+@config.command()
+@file_argument
+@click.option("--json", "as_json", is_flag=True, help="JSON instead of YAML.")
+def show(file: str, as_json: bool) -> int:
+    """Print FILE's config with every default filled in."""
+    import json
+
+    import yaml
+
+    cfg = load_valid(file)
+    data = cfg.resolved()
+    click.echo(json.dumps(data, indent=2) if as_json else yaml.safe_dump(data, sort_keys=False))
+    return 0
+
+
+@config.command()
+def schema() -> int:
+    """Print the JSON Schema of distrun.yaml (for editors)."""
+    import json
+
+    from distrun.config.schema import json_schema
+
+    click.echo(json.dumps(json_schema(), indent=2))
+    return 0
+
+
+@config.command()
+@file_argument
+@click.option("--format", "fmt", required=True,
+              type=click.Choice(["torchrun", "accelerate", "slurm", "kubernetes"]),
+              help="What to render.")
+@click.option("-o", "--output", help="Write to OUT instead of stdout.")
+@click.option("--force", is_flag=True, help="Replace an existing OUT (kept as OUT.orig).")
+def export(file: str, fmt: str, output: str | None, force: bool) -> int:
+    """Render FILE for torchrun, accelerate, SLURM (sbatch) or Kubernetes (PyTorchJob)."""
+    from distrun.config.exports import export as render_export
+    from distrun.files import write_atomic
+
+    text = render_export(load_valid(file), fmt)
+    if output in (None, "-"):
+        click.echo(text, nl=False)
+    else:
+        write_atomic(output, text.encode(), backup=force, force=force)
+        click.echo(f"wrote {output}", err=True)
+    return 0
+
+
+def load_valid(file: str) -> Config:
+    """The config in `file`, or exit 2 listing its errors."""
+    from distrun.config.load import load
+
+    cfg = load(file)
+    errors = [p for p in cfg.problems if p.severity == "error"]
+    if errors:
+        listing = "\n".join(f"  {file}:{p.line}: {p.message}" for p in errors)
+        raise InputError(f"{file} is not a valid config:\n{listing}",
+                         f"see `distrun config validate {file}`")
+    return cfg

@@ -1,0 +1,143 @@
+"""The launch config file: every key, its type, its default. Defaults live only here.
+
+`KEYS` is the single description of `distrun.yaml`; validation, `config show`,
+`config schema` (JSON Schema) and `distrun launch --config` all read it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+NPROC_WORDS = ("auto", "gpu", "cpu")
+
+
+@dataclass(frozen=True)
+class Key:
+    kind: str  # str | int | number | bool | list | map | nnodes | nproc | section
+    help: str
+    default: Any = None
+    choices: tuple[str, ...] = ()
+    minimum: float | None = None
+    maximum: float | None = None
+    keys: dict[str, Key] = field(default_factory=dict)  # for kind == "section"
+    pattern: str | None = None
+
+
+KEYS: dict[str, Key] = {
+    "launcher": Key("str", "Launcher that runs the job.", "torchrun",
+                    choices=("torchrun", "accelerate")),
+    "script": Key("str", "The training script (or module, with module: true)."),
+    "script_args": Key("list", "Arguments passed to the script.", []),
+    "module": Key("bool", "Run `script` as a module, like python -m.", False),
+    "nnodes": Key("nnodes", "Number of nodes, or MIN:MAX for an elastic job.", 1),
+    "nproc_per_node": Key("nproc", "Processes per node: a number, or auto, gpu, cpu.", 1),
+    "node_rank": Key("int", "This node's rank (static rendezvous).", 0, minimum=0),
+    "master_addr": Key("str", "Address of node 0 (static rendezvous)."),
+    "master_port": Key("int", "Port on node 0 (default: free port on one node, 29500 on "
+                       "several).", minimum=1, maximum=65535),
+    "rdzv": Key("section", "Rendezvous (c10d: the same command on every node).", keys={
+        "backend": Key("str", "Rendezvous backend.", "static", choices=("static", "c10d")),
+        "endpoint": Key("str", "HOST:PORT of the c10d rendezvous."),
+        "id": Key("str", "Job id shared by every node.", "none"),
+    }),
+    "max_restarts": Key("int", "Restarts of the worker group before failing.", 0, minimum=0),
+    "mixed_precision": Key("str", "Mixed precision (passed to accelerate, exported to the "
+                           "script).", "no", choices=("no", "fp16", "bf16")),
+    "env": Key("map", "Environment variables for the workers.", {}),
+    "timeout": Key("number", "Stop a job that prints nothing for this many seconds.",
+                   minimum=0.001),
+    "log_dir": Key("str", "Keep every rank's output in this folder."),
+    "slurm": Key("section", "Only for `config export --format slurm`.", keys={
+        "job_name": Key("str", "#SBATCH --job-name.", "distrun"),
+        "partition": Key("str", "#SBATCH --partition."),
+        "account": Key("str", "#SBATCH --account."),
+        "qos": Key("str", "#SBATCH --qos."),
+        "time": Key("str", "#SBATCH --time (minutes, HH:MM:SS or D-HH:MM:SS).", "01:00:00",
+                    pattern=r"^(\d+-)?\d+(:\d{2}){0,2}$"),
+        "gpus_per_node": Key("int", "#SBATCH --gpus-per-node (0: none).", 0, minimum=0),
+        "cpus_per_task": Key("int", "#SBATCH --cpus-per-task (one task per node).",
+                             minimum=1),
+        "mem": Key("str", "#SBATCH --mem, e.g. 64G."),
+        "constraint": Key("str", "#SBATCH --constraint."),
+        "output": Key("str", "#SBATCH --output.", "distrun-%j.out"),
+        "setup": Key("list", "Shell lines run before srun (modules, venv activation).", []),
+        "extra": Key("list", "More #SBATCH options, e.g. '--exclusive'.", []),
+    }),
+    "kubernetes": Key("section", "Only for `config export --format kubernetes`.", keys={
+        "name": Key("str", "PyTorchJob name.", "distrun-job",
+                    pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"),
+        "namespace": Key("str", "Namespace.", "default"),
+        "image": Key("str", "Container image with PyTorch, distrun and the script."),
+        "image_pull_policy": Key("str", "imagePullPolicy.", "IfNotPresent",
+                                 choices=("Always", "IfNotPresent", "Never")),
+        "gpus_per_node": Key("int", "nvidia.com/gpu per pod (0: none).", 0, minimum=0),
+        "cpu": Key("str", "CPU request and limit per pod, e.g. '8'."),
+        "memory": Key("str", "Memory request and limit per pod, e.g. 64Gi."),
+        "restart_policy": Key("str", "Pod restart policy.", "OnFailure",
+                              choices=("OnFailure", "Never", "Always", "ExitCode")),
+        "working_dir": Key("str", "Working directory in the container."),
+    }),
+}
+
+
+def defaults(keys: dict[str, Key] | None = None) -> dict[str, Any]:
+    """Every key with its default (sections as nested dicts)."""
+    out: dict[str, Any] = {}
+    for name, key in (keys or KEYS).items():
+        if key.kind == "section":
+            out[name] = defaults(key.keys)
+        else:
+            value = key.default
+            out[name] = list(value) if isinstance(value, list) else (
+                dict(value) if isinstance(value, dict) else value)
+    return out
+
+
+def json_schema() -> dict[str, Any]:
+    """A JSON Schema (draft 2020-12) of distrun.yaml, for editors."""
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "title": "distrun launch config",
+        **_object_schema(KEYS),
+    }
+
+
+def _object_schema(keys: dict[str, Key]) -> dict[str, Any]:
+    return {
+        "type": "object",
+        "additionalProperties": False,
+        "properties": {name: _key_schema(key) for name, key in keys.items()},
+    }
+
+
+def _key_schema(key: Key) -> dict[str, Any]:
+    if key.kind == "section":
+        return {"description": key.help, **_object_schema(key.keys)}
+    schema: dict[str, Any]
+    if key.kind == "nnodes":
+        schema = {"oneOf": [{"type": "integer", "minimum": 1},
+                            {"type": "string", "pattern": r"^\d+(:\d+)?$"}]}
+    elif key.kind == "nproc":
+        schema = {"oneOf": [{"type": "integer", "minimum": 1},
+                            {"type": "string", "enum": list(NPROC_WORDS)}]}
+    elif key.kind == "list":
+        schema = {"type": "array", "items": {"type": "string"}}
+    elif key.kind == "map":
+        schema = {"type": "object",
+                  "additionalProperties": {"type": ["string", "number", "boolean"]}}
+    else:
+        schema = {"type": {"str": "string", "int": "integer", "number": "number",
+                           "bool": "boolean"}[key.kind]}
+    if key.choices:
+        schema["enum"] = list(key.choices)
+    if key.minimum is not None:
+        schema["minimum"] = key.minimum
+    if key.maximum is not None:
+        schema["maximum"] = key.maximum
+    if key.pattern:
+        schema["pattern"] = key.pattern
+    if key.default is not None:
+        schema["default"] = key.default
+    schema["description"] = key.help
+    return schema
