@@ -23,6 +23,7 @@ _COMMANDS: dict[str, tuple[str, str]] = {
     "convert": ("distrun.cli.convert", "convert"),
     "launch": ("distrun.cli.launch", "launch"),
     "config": ("distrun.cli.config", "config"),
+    "doctor": ("distrun.cli.doctor", "doctor"),
 }
 
 

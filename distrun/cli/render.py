@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from distrun.convert.report import ConvertResult, Finding
+    from distrun.doctor import CheckResult
     from distrun.launch.runner import RunResult
     from distrun.launch.spec import Command, LaunchSpec
 
@@ -82,4 +83,21 @@ def launch_report(result: RunResult, spec: LaunchSpec) -> str:
             lines.append(result.detail)
     if result.log_dir:
         lines.append(f"  logs of every rank: {result.log_dir}")
+    return "\n".join(lines)
+
+
+def doctor_table(results: list[CheckResult]) -> str:
+    marks = {"ok": "ok  ", "warn": "WARN", "fail": "FAIL", "skip": "skip"}
+    width = max((len(r.name) for r in results), default=10)
+    lines = []
+    for r in results:
+        detail_lines = r.detail.splitlines() or [""]
+        lines.append(f"{marks[r.status]}  {r.name:<{width}}  {detail_lines[0]}")
+        lines += [f"{'':<{width + 8}}{more}" for more in detail_lines[1:]]
+        if r.hint and r.status in ("warn", "fail"):
+            lines.append(f"{'':<{width + 8}}-> {r.hint}")
+    counts = {s: sum(r.status == s for r in results) for s in marks}
+    lines.append("")
+    lines.append(f"{counts['ok']} ok, {counts['warn']} warnings, {counts['fail']} failed, "
+                 f"{counts['skip']} skipped")
     return "\n".join(lines)

@@ -1,0 +1,64 @@
+"""`distrun doctor`: checks that find what will break a distributed run, each with its fix.
+
+Every check is a small function taking a `Context` and returning `CheckResult`s; the
+CLI renders them. Nothing here prints or exits.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+Status = Literal["ok", "warn", "fail", "skip"]
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    name: str
+    status: Status
+    detail: str
+    hint: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class Context:
+    """What the checks look at: the options, the environment, the launch settings."""
+
+    environ: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
+    master_addr: str | None = None
+    master_port: int | None = None
+    nproc_per_node: str | None = None
+    nnodes: int = 1
+    smoke: bool = True
+    bandwidth: bool = False
+
+    @property
+    def multi_node(self) -> bool:
+        return self.nnodes > 1
+
+
+Check = Callable[[Context], Iterable[CheckResult]]
+
+
+def all_checks() -> list[Check]:
+    from distrun.doctor import network, platform, smoke, software, system
+
+    return [*platform.CHECKS, *system.CHECKS, *software.CHECKS, *network.CHECKS,
+            *smoke.CHECKS]
+
+
+def run_checks(ctx: Context, checks: list[Check] | None = None) -> list[CheckResult]:
+    results: list[CheckResult] = []
+    for check in checks if checks is not None else all_checks():
+        try:
+            results.extend(check(ctx))
+        except Exception as exc:  # a check that breaks must not hide the others
+            results.append(CheckResult(getattr(check, "__name__", "check").removeprefix(
+                "check_").replace("_", " "), "fail", f"the check itself failed: "
+                f"{type(exc).__name__}: {exc}", "report this as a distrun bug"))
+    return results

@@ -1,0 +1,148 @@
+"""Network: the master address and port, the interface gloo/NCCL would use, and the
+hostname-resolves-to-loopback trap that makes multi-node jobs hang at init."""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import ipaddress
+import socket
+import struct
+from collections.abc import Iterator
+
+from distrun.doctor import CheckResult, Context
+
+DEFAULT_PORT = 29500
+_SIOCGIFADDR = 0x8915
+
+
+def interfaces() -> dict[str, str]:
+    """IPv4 address of every interface that has one (Linux ioctl; empty elsewhere)."""
+    found: dict[str, str] = {}
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+        for _, name in socket.if_nameindex():
+            try:
+                packed = fcntl.ioctl(sock.fileno(), _SIOCGIFADDR,
+                                     struct.pack("256s", name[:15].encode()))
+            except OSError:
+                continue
+            found[name] = socket.inet_ntoa(packed[20:24])
+    return found
+
+
+def route_source(address: str) -> str | None:
+    """The local address the kernel would send from to reach `address`."""
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+            sock.connect((address, 9))  # UDP connect: picks a route, sends nothing
+            return str(sock.getsockname()[0])
+    except OSError:
+        return None
+
+
+def interface_for(address: str) -> str | None:
+    source = route_source(address)
+    return next((name for name, ip in interfaces().items() if ip == source), None)
+
+
+def _is_local(ip: str) -> bool:
+    return ipaddress.ip_address(ip).is_loopback or ip in interfaces().values()
+
+
+def check_master(ctx: Context) -> Iterator[CheckResult]:
+    addr = ctx.master_addr or "127.0.0.1"
+    port = ctx.master_port or DEFAULT_PORT
+    try:
+        ip = str(socket.getaddrinfo(addr, port, socket.AF_INET, socket.SOCK_STREAM)[0][4][0])
+    except socket.gaierror as err:
+        yield CheckResult("master address", "fail", f"{addr} does not resolve: {err.strerror}",
+                          "use node 0's IP address, or fix DNS / /etc/hosts")
+        return
+    yield CheckResult("master address", "ok", f"{addr} -> {ip}")
+    if _is_local(ip):
+        yield _port_free(ip, port)
+    else:
+        yield _port_reachable(ip, port)
+
+
+def _port_free(ip: str, port: int) -> CheckResult:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((ip, port))
+        except OSError as err:
+            if err.errno == errno.EADDRINUSE:
+                return CheckResult("master port", "fail", f"{port} is already in use here",
+                                   "stop what holds it (`ss -ltnp | grep :PORT`) or pick "
+                                   "another --master-port (distrun launch picks a free one "
+                                   "on a single node)")
+            return CheckResult("master port", "warn", f"cannot bind {ip}:{port}: {err.strerror}")
+    return CheckResult("master port", "ok", f"{port} is free on this machine")
+
+
+def _port_reachable(ip: str, port: int) -> CheckResult:
+    try:
+        with socket.create_connection((ip, port), timeout=3):
+            return CheckResult("master port", "ok", f"{ip}:{port} accepts connections")
+    except ConnectionRefusedError:
+        return CheckResult("master port", "warn", f"{ip}:{port} refused the connection",
+                           "fine before node 0 starts; once it runs, this port must be open")
+    except OSError as err:
+        return CheckResult("master port", "fail", f"{ip}:{port} is not reachable: "
+                           f"{err.strerror or 'timed out'}", "check routes and firewalls "
+                           "between the nodes (the port and a range of high ports)")
+
+
+def check_interfaces(ctx: Context) -> Iterator[CheckResult]:
+    names = interfaces()
+    for var in ("GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME"):
+        value = ctx.environ.get(var)
+        if value is None:
+            continue
+        wanted = [v for v in value.split(",") if v and not v.startswith(("^", "="))]
+        missing = [v for v in wanted if v not in names and not any(n.startswith(v)
+                                                                   for n in names)]
+        if missing:
+            yield CheckResult(var, "fail", f"{var}={value}: no interface {', '.join(missing)} "
+                              f"here (have {', '.join(sorted(names))})",
+                              f"set {var} to one of them, or unset it")
+        else:
+            yield CheckResult(var, "ok", f"{var}={value}")
+    target = ctx.master_addr or "127.0.0.1"
+    try:
+        ip = socket.gethostbyname(target)
+    except OSError:
+        return
+    iface = interface_for(ip)
+    detail = f"traffic to {target} leaves through {iface or '?'}"
+    if ctx.multi_node and iface and iface.startswith("lo") and not ipaddress.ip_address(
+            ip).is_loopback:
+        yield CheckResult("interface", "warn", detail, "a loopback route to another node?")
+    else:
+        yield CheckResult("interface", "ok", detail)
+
+
+def check_hostname(ctx: Context) -> Iterator[CheckResult]:
+    host = socket.gethostname()
+    try:
+        ip = socket.gethostbyname(host)
+    except OSError:
+        yield CheckResult("hostname", "warn", f"{host} does not resolve",
+                          "add it to /etc/hosts with this machine's network address")
+        return
+    if not ipaddress.ip_address(ip).is_loopback:
+        yield CheckResult("hostname", "ok", f"{host} -> {ip}")
+        return
+    real = [n for n in interfaces() if not n.startswith("lo")]
+    name = real[0] if real else "eth0"
+    fix = f"GLOO_SOCKET_IFNAME={name} and NCCL_SOCKET_IFNAME={name} (or fix /etc/hosts)"
+    detail = f"{host} -> {ip} (a loopback address)"
+    if ctx.multi_node and "GLOO_SOCKET_IFNAME" not in ctx.environ:
+        yield CheckResult("hostname", "warn", detail, "multi-node jobs hang at init: gloo and "
+                          f"NCCL advertise loopback to the other nodes. Set {fix}")
+    else:
+        yield CheckResult("hostname", "ok", detail, f"fine on one machine; for multi-node set "
+                          f"{fix}" if not ctx.multi_node else "")
+
+
+CHECKS = [check_master, check_interfaces, check_hostname]
