@@ -18,10 +18,17 @@ from distrun.errors import EXIT_FOUND_WORK, EXIT_OK, InputError
 @click.option("--check", is_flag=True,
               help="Write nothing; exit 1 if SCRIPT needs converting, 0 if not.")
 @click.option("--force", is_flag=True, help="Replace an existing OUT (kept as OUT.orig).")
+@click.option("--amp", type=click.Choice(["keep", "fp16", "bf16"]), default="keep",
+              show_default=True, help="Mixed precision: keep the script's (deprecated "
+              "torch.cuda.amp forms modernised), or add fp16 / bf16 autocast.")
+@click.option("--sync-bn", is_flag=True, help="BatchNorm -> SyncBatchNorm (on GPU).")
+@click.option("--scale-lr", is_flag=True, help="Multiply learning rates by WORLD_SIZE "
+              "(linear scaling rule).")
 @click.option("--report", "report_format", type=click.Choice(["text", "json"]), default="text",
               show_default=True, help="Format of the change report.")
 def convert(script: str, output: str | None, in_place: bool, no_backup: bool, show_diff: bool,
-            check: bool, force: bool, report_format: str) -> int:
+            check: bool, force: bool, amp: str, sync_bn: bool, scale_lr: bool,
+            report_format: str) -> int:
     """Rewrite a single-GPU PyTorch SCRIPT into a DistributedDataParallel script.
 
     \b
@@ -37,7 +44,7 @@ def convert(script: str, output: str | None, in_place: bool, no_backup: bool, sh
       distrun convert train.py --check         # for CI / pre-commit
     """
     from distrun.cli import render
-    from distrun.convert import convert_source
+    from distrun.convert import ConvertOptions, convert_source
     from distrun.files import default_output, read_script, same_file, write_atomic
 
     modes = [m for m, on in (("-o", output is not None), ("--in-place", in_place),
@@ -52,7 +59,8 @@ def convert(script: str, output: str | None, in_place: bool, no_backup: bool, sh
         raise InputError(f"{output} is the script itself: refusing to overwrite it",
                          "use --in-place to rewrite it (a .orig backup is kept)")
     source = read_script(script)
-    result = convert_source(source.text, script)
+    options = ConvertOptions(amp=amp, sync_bn=sync_bn, scale_lr=scale_lr)  # type: ignore[arg-type]
+    result = convert_source(source.text, script, options)
     written: str | None = None
     report_to_stderr = output == "-" or show_diff
 

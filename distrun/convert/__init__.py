@@ -6,13 +6,15 @@ every finding with its line. It never prints, never exits, never writes files.
 
 from __future__ import annotations
 
+from distrun.convert.options import ConvertOptions
 from distrun.convert.report import Change, ConvertResult, Finding
 from distrun.errors import ConvertError
 
-__all__ = ["Change", "ConvertResult", "Finding", "convert_source"]
+__all__ = ["Change", "ConvertOptions", "ConvertResult", "Finding", "convert_source"]
 
 
-def convert_source(source: str, filename: str = "<string>") -> ConvertResult:
+def convert_source(source: str, filename: str = "<string>",
+                   options: ConvertOptions | None = None) -> ConvertResult:
     """Convert the text of a script. Raises ConvertError if it is not valid Python."""
     import libcst as cst
 
@@ -24,7 +26,7 @@ def convert_source(source: str, filename: str = "<string>") -> ConvertResult:
         raise _syntax_error(source, filename, err) from None
     except RecursionError:
         raise ConvertError(f"{filename}: too deeply nested to parse") from None
-    return run(source, module)
+    return run(source, module, options or ConvertOptions())
 
 
 def _syntax_error(source: str, filename: str, err: Exception) -> ConvertError:

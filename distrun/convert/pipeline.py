@@ -10,8 +10,10 @@ from __future__ import annotations
 import libcst as cst
 
 from distrun.convert.analysis import Facts
+from distrun.convert.options import ConvertOptions
 from distrun.convert.plan import Names, Plan
 from distrun.convert.report import ConvertResult, Finding
+from distrun.convert.transforms.amp import plan_amp
 from distrun.convert.transforms.checkpoint import plan_checkpoints
 from distrun.convert.transforms.data import DATALOADER, plan_data
 from distrun.convert.transforms.detect import already_distributed, spawns_processes
@@ -19,10 +21,11 @@ from distrun.convert.transforms.device import plan_devices
 from distrun.convert.transforms.hazards import plan_hazards
 from distrun.convert.transforms.model import is_optimizer, plan_model
 from distrun.convert.transforms.output import plan_output
+from distrun.convert.transforms.scaling import plan_scaling
 from distrun.convert.transforms.setup import plan_setup
 
 
-def run(source: str, module: cst.Module) -> ConvertResult:
+def run(source: str, module: cst.Module, options: ConvertOptions) -> ConvertResult:
     facts = Facts.build(module)
     found = already_distributed(facts)
     if found is not None:
@@ -40,9 +43,11 @@ def run(source: str, module: cst.Module) -> ConvertResult:
         return ConvertResult(source, source, "nothing-to-do", findings=[Finding(
             1, "detect", "info", "no PyTorch training found (no optimizer, DataLoader or "
             "backward() on a torch import): nothing to convert")])
-    plan = Plan(facts, Names.avoiding(facts.bound_names, facts.imports))
+    plan = Plan(facts, Names.avoiding(facts.bound_names, facts.imports), options)
     plan_devices(facts, plan)
     models = plan_model(facts, plan)
+    plan_amp(facts, plan, options.amp, models)
+    plan_scaling(facts, plan)
     plan_data(facts, plan)
     plan_checkpoints(facts, plan, models)
     plan_output(facts, plan)

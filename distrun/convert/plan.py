@@ -12,13 +12,17 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import libcst as cst
 
 from distrun.convert.analysis import Facts
+from distrun.convert.options import ConvertOptions
 from distrun.convert.report import Change, Finding, Severity
 
-Rewrite = Callable[[cst.CSTNode], cst.CSTNode]
+# A rewrite returns the new node, a RemovalSentinel, or a FlattenSentinel of statements.
+Rewrite = Callable[[cst.CSTNode], Any]
+Wrapper = Callable[[list[cst.BaseStatement]], cst.BaseStatement]
 
 
 @dataclass
@@ -61,6 +65,7 @@ class Names:
 class Plan:
     facts: Facts
     names: Names
+    options: ConvertOptions = field(default_factory=ConvertOptions)
     replace: dict[cst.CSTNode, list[Rewrite]] = field(default_factory=lambda: defaultdict(list))
     before: dict[cst.CSTNode, list[cst.BaseStatement]] = field(
         default_factory=lambda: defaultdict(list)
@@ -70,7 +75,12 @@ class Plan:
     )
     changes: list[Change] = field(default_factory=list)
     findings: list[Finding] = field(default_factory=list)
+    # block -> [(first statement, last statement, builder of the compound that holds them)]
+    wraps: dict[cst.CSTNode, list[tuple[cst.CSTNode, cst.CSTNode, Wrapper]]] = field(
+        default_factory=lambda: defaultdict(list)
+    )
     needed_imports: set[str] = field(default_factory=set)
+    setup_extra: list[str] = field(default_factory=list)  # code appended to the setup block
     touched_top_level: list[cst.CSTNode] = field(default_factory=list)
 
     # -- recording ---------------------------------------------------------------
@@ -97,6 +107,13 @@ class Plan:
         self.after[stmt].extend(new)
         self._touch(stmt)
 
+    def wrap(self, first: cst.CSTNode, last: cst.CSTNode, make: Wrapper) -> None:
+        """Put the statements from `first` to `last` (siblings in one block, with whatever
+        the plan inserts around them) inside the compound statement `make(statements)`."""
+        block = self.facts.parent[first]
+        self.wraps[block].append((first, last, make))
+        self._touch(first)
+
     def _touch(self, node: cst.CSTNode) -> None:
         self.touched_top_level.append(self.facts.top_level_statement(node))
 
@@ -107,7 +124,7 @@ class Plan:
     def apply(self) -> cst.Module:
         # Only the paths from the root to edited nodes are walked: edits are sparse.
         hot: set[int] = set()
-        for node in [*self.replace, *self.before, *self.after]:
+        for node in [*self.replace, *self.before, *self.after, *self.wraps]:
             hot.add(id(node))
             hot.update(id(a) for a in self.facts.ancestors(node))
         result = self.facts.module.visit(_Applier(self, hot))
@@ -119,6 +136,7 @@ class _Applier(cst.CSTTransformer):
     def __init__(self, plan: Plan, hot: set[int]) -> None:
         self.plan = plan
         self.hot = hot
+        self.produced: dict[int, list[cst.CSTNode]] = {}
 
     def on_visit(self, node: cst.CSTNode) -> bool:
         return id(node) in self.hot
@@ -127,15 +145,42 @@ class _Applier(cst.CSTTransformer):
         node: cst.CSTNode = updated_node
         for fn in self.plan.replace.get(original_node, ()):
             node = fn(node)
+        if isinstance(node, cst.FlattenSentinel):  # a rewrite into several statements
+            nodes = [*self.plan.before.get(original_node, []), *node.nodes,
+                     *self.plan.after.get(original_node, [])]
+            self.produced[id(original_node)] = nodes
+            return cst.FlattenSentinel(nodes)
+        wraps = self.plan.wraps.get(original_node)
+        if wraps and isinstance(node, cst.IndentedBlock):
+            node = self._wrap(original_node, node, wraps)
         if isinstance(node, cst.IndentedBlock) and not node.body:
             # Every statement of a block was removed: keep it valid.
             node = node.with_changes(body=[cst.SimpleStatementLine([cst.Pass()])])
         before = self.plan.before.get(original_node, [])
         after = self.plan.after.get(original_node, [])
+        result: cst.CSTNode | cst.FlattenSentinel[cst.CSTNode] = node
         if before or after:
             kept = [node] if isinstance(node, cst.BaseStatement) else []
-            return cst.FlattenSentinel([*before, *kept, *after])
-        return node
+            result = cst.FlattenSentinel([*before, *kept, *after])
+        if isinstance(original_node, cst.BaseStatement):
+            self.produced[id(original_node)] = (
+                list(result.nodes) if isinstance(result, cst.FlattenSentinel) else [result])
+        return result
+
+    def _wrap(self, original: cst.CSTNode, block: cst.IndentedBlock,
+              wraps: list[tuple[cst.CSTNode, cst.CSTNode, Wrapper]]) -> cst.IndentedBlock:
+        assert isinstance(original, cst.IndentedBlock)
+        body = list(block.body)
+        order = list(original.body)
+        for first, last, make in wraps:
+            span = order[order.index(first): order.index(last) + 1]  # type: ignore[arg-type]
+            ids = {id(n) for s in span for n in self.produced.get(id(s), [])}
+            where = [i for i, stmt in enumerate(body) if id(stmt) in ids]
+            if not where:
+                continue
+            lo, hi = min(where), max(where)
+            body[lo: hi + 1] = [make(body[lo: hi + 1])]
+        return block.with_changes(body=body)
 
 
 # -- small builders shared by the transforms ---------------------------------------
@@ -183,3 +228,8 @@ def with_commas(args: Sequence[cst.Arg]) -> list[cst.Arg]:
 
 def append_keyword(call: cst.Call, name: str, value: cst.BaseExpression) -> cst.Call:
     return call.with_changes(args=with_commas([*call.args, keyword_arg(name, value)]))
+
+
+def constant(node: Any) -> Rewrite:
+    """A rewrite that puts `node` in place of whatever was there."""
+    return lambda _old: node

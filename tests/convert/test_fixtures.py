@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from distrun.cli.render import report_text
-from distrun.convert import convert_source
+from distrun.convert import ConvertOptions, convert_source
 
 FIXTURES = Path(__file__).parent / "fixtures"
 CASES = sorted(
@@ -22,13 +22,22 @@ CASES = sorted(
 UPDATE = os.environ.get("DISTRUN_UPDATE_FIXTURES") == "1"
 
 
+def options_of(case: Path) -> ConvertOptions:
+    """A fixture's first line may say `# distrun-options: --amp fp16 --sync-bn --scale-lr`."""
+    first = case.read_text().splitlines()[0]
+    words = first.split(":", 1)[1].split() if first.startswith("# distrun-options:") else []
+    amp = words[words.index("--amp") + 1] if "--amp" in words else "keep"
+    return ConvertOptions(amp=amp, sync_bn="--sync-bn" in words,  # type: ignore[arg-type]
+                          scale_lr="--scale-lr" in words)
+
+
 def _ids(path: Path) -> str:
     return f"{path.parent.name}/{path.stem}"
 
 
 @pytest.mark.parametrize("case", CASES, ids=_ids)
 def test_fixture_converts_to_expected_output(case: Path) -> None:
-    result = convert_source(case.read_text(), case.name)
+    result = convert_source(case.read_text(), case.name, options_of(case))
     expected_out = case.with_suffix(".out.py")
     expected_report = case.with_suffix(".report")
     report = report_text(result, case.name) + "\n"
@@ -41,7 +50,7 @@ def test_fixture_converts_to_expected_output(case: Path) -> None:
 
 @pytest.mark.parametrize("case", CASES, ids=_ids)
 def test_fixture_output_compiles_and_is_stable(case: Path) -> None:
-    result = convert_source(case.read_text(), case.name)
+    result = convert_source(case.read_text(), case.name, options_of(case))
     assert result.changed
     compile(result.output, case.name, "exec")
     again = convert_source(result.output, case.name)
@@ -54,4 +63,5 @@ def test_fixture_output_compiles_and_is_stable(case: Path) -> None:
 
 def test_every_rule_folder_has_a_fixture() -> None:
     folders = {p.parent.name for p in CASES}
-    assert {"device", "model", "data", "output", "checkpoint", "setup", "hazards"} <= folders
+    assert {"device", "model", "data", "output", "checkpoint", "setup", "hazards", "amp",
+            "scaling"} <= folders

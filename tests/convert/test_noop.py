@@ -148,3 +148,49 @@ def test_no_dataloader_is_reported() -> None:
     )
     result = convert_source(source, "m.py")
     assert any(f.rule == "data" and "no DataLoader" in f.message for f in result.findings)
+
+
+MODERN_AMP = """
+import torch
+from torch.utils.data import DataLoader, TensorDataset
+
+model = torch.nn.Linear(2, 1)
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+scaler = torch.amp.GradScaler("cuda")
+loader = DataLoader(TensorDataset(torch.randn(8, 2), torch.randn(8, 1)), batch_size=4, shuffle=True)
+for epoch in range(2):
+    for x, y in loader:
+        with torch.autocast("cuda", enabled=False):
+            loss = (model(x) - y).pow(2).mean()
+        scaler.scale(loss).backward()
+        scaler.step(optimizer)
+        scaler.update()
+"""
+
+
+@pytest.mark.parametrize("amp", ["keep", "fp16", "bf16"])
+def test_modern_amp_is_left_alone(amp: str) -> None:
+    from distrun.convert import ConvertOptions
+
+    result = convert_source(MODERN_AMP, "m.py", ConvertOptions(amp=amp))  # type: ignore[arg-type]
+    assert not [c for c in result.changes if c.rule == "amp"]
+    assert result.output.count("torch.autocast(") == 1
+    assert 'scaler = torch.amp.GradScaler("cuda")' in result.output
+
+
+def test_without_options_no_lr_scaling_and_no_syncbn() -> None:
+    output, changes = convert_with("")
+    assert "lr=0.1)" in output and "WORLD_SIZE)" not in output.split("lr=")[1][:20]
+    assert "SyncBatchNorm" not in output
+    assert not {rule for _, rule in changes} & {"scale-lr", "sync-bn", "amp"}
+
+
+def test_scale_lr_reports_an_optimizer_with_its_default_rate() -> None:
+    from distrun.convert import ConvertOptions
+
+    source = textwrap.dedent(TRAINING).replace("torch.optim.SGD(model.parameters(), lr=0.1)",
+                                               "torch.optim.Adam(model.parameters())")
+    result = convert_source(source, "t.py", ConvertOptions(scale_lr=True))
+    assert "torch.optim.Adam(model.parameters())" in result.output
+    assert any(f.rule == "scale-lr" and "default learning rate" in f.message
+               for f in result.findings)

@@ -35,6 +35,7 @@ PASS_THROUGH = frozenset({
 DATA_PARALLEL = frozenset({
     "torch.nn.DataParallel", "torch.nn.parallel.DataParallel",
     "torch.nn.parallel.data_parallel.DataParallel",
+    "apex.parallel.DistributedDataParallel",  # apex's DDP: replaced like DataParallel
 })
 _OPTIMIZER_NAMES = frozenset({
     "SGD", "Adam", "AdamW", "Adamax", "Adagrad", "Adadelta", "RMSprop", "Rprop", "NAdam",
@@ -208,11 +209,20 @@ def _wrap(
     wrap = statement(
         f"{code} = {ddp}({inner}, device_ids=[{rank}] if torch.cuda.is_available() else None)\n"
     )
+    new = [wrap]
+    if plan.options.sync_bn:
+        new.insert(0, statement(f"if torch.cuda.is_available():  # SyncBatchNorm runs on GPU only\n"
+                                f"    {code} = torch.nn.SyncBatchNorm.convert_sync_batchnorm("
+                                f"{code})\n"))
+        plan.change(target, "sync-bn", f"BatchNorm layers of `{code}` -> SyncBatchNorm when "
+                    "CUDA is available")
+        plan.finding(target, "sync-bn", "SyncBatchNorm is used only with CUDA: on CPU each "
+                     "rank keeps its own BatchNorm statistics", severity="info")
     if insert_after:
-        plan.insert_after(target, [wrap])
+        plan.insert_after(target, new)
         from_line = facts.line(target) + 1
     else:
-        plan.insert_before(target, [wrap])
+        plan.insert_before(target, new)
         from_line = facts.line(target)
     plan.needed_imports.add("ddp")
     when = "after it is moved to its device" if insert_after else "before the optimizer is built"
@@ -344,8 +354,8 @@ def _plan_data_parallel(facts: Facts, plan: Plan, wrapped: list[WrappedModel]) -
             and stmt is not None
         ):
             _remove_statement(facts, plan, stmt)
-            plan.change(call, "model", f"removed `nn.DataParallel({inner})`: "
-                        "DistributedDataParallel replaces it")
+            plan.change(call, "model", f"removed `{facts.code(call.func)}({inner})`: "
+                        "torch's DistributedDataParallel replaces it")
         elif args and inner in wrapped_codes or args and not wrapped:
             plan.rewrite(call, lambda node: node.args[0].value.with_changes())  # type: ignore[attr-defined]
             plan.change(call, "model", "removed the `nn.DataParallel(...)` wrapper: "
@@ -394,6 +404,6 @@ def _remove_statement(facts: Facts, plan: Plan, stmt: cst.BaseStatement) -> None
         and owner.orelse is None
         and len(block_body(owner)) == 1
     ):
-        plan.rewrite(owner, lambda _n: cst.RemoveFromParent())  # type: ignore[arg-type,return-value]
+        plan.rewrite(owner, lambda _n: cst.RemoveFromParent())
     else:
-        plan.rewrite(stmt, lambda _n: cst.RemoveFromParent())  # type: ignore[arg-type,return-value]
+        plan.rewrite(stmt, lambda _n: cst.RemoveFromParent())

@@ -63,7 +63,7 @@ def plan_setup(facts: Facts, plan: Plan) -> None:
         t is guard or isinstance(t, (cst.FunctionDef, cst.ClassDef)) or _is_import(t)
         for t in plan.touched_top_level
     )
-    setup = statements(setup_code(plan))
+    setup = statements(setup_code(plan) + "".join(plan.setup_extra))
     comment = cst.EmptyLine(comment=cst.Comment(
         "# distrun: one process per device; torchrun sets LOCAL_RANK, RANK and WORLD_SIZE."))
     # Collect garbage first: DDP's last gradient all-reduces can sit in reference cycles;

@@ -1,0 +1,15 @@
+"""What the user asked `distrun convert` to do beyond the plain DDP rewrite."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+Amp = Literal["keep", "fp16", "bf16"]
+
+
+@dataclass(frozen=True)
+class ConvertOptions:
+    amp: Amp = "keep"  # keep: leave mixed precision as it is (deprecated forms modernised)
+    sync_bn: bool = False  # BatchNorm -> SyncBatchNorm on GPU
+    scale_lr: bool = False  # learning rate x WORLD_SIZE (linear scaling rule)
