@@ -54,9 +54,9 @@ def read_script(path: str) -> Script:
     return Script(text, encoding, bom)
 
 
-def default_output(script: str) -> str:
+def default_output(script: str, target: str = "ddp") -> str:
     p = Path(script)
-    return str(p.with_name(f"{p.stem}_ddp{p.suffix or '.py'}"))
+    return str(p.with_name(f"{p.stem}_{target}{p.suffix or '.py'}"))
 
 
 def same_file(a: str, b: str) -> bool:

@@ -18,6 +18,9 @@ from distrun.errors import EXIT_FOUND_WORK, EXIT_OK, InputError
 @click.option("--check", is_flag=True,
               help="Write nothing; exit 1 if SCRIPT needs converting, 0 if not.")
 @click.option("--force", is_flag=True, help="Replace an existing OUT (kept as OUT.orig).")
+@click.option("--to", "target", type=click.Choice(["ddp", "accelerate"]), default="ddp",
+              show_default=True, help="Plain torch DistributedDataParallel, or Hugging Face "
+              "accelerate.")
 @click.option("--amp", type=click.Choice(["keep", "fp16", "bf16"]), default="keep",
               show_default=True, help="Mixed precision: keep the script's (deprecated "
               "torch.cuda.amp forms modernised), or add fp16 / bf16 autocast.")
@@ -27,7 +30,7 @@ from distrun.errors import EXIT_FOUND_WORK, EXIT_OK, InputError
 @click.option("--report", "report_format", type=click.Choice(["text", "json"]), default="text",
               show_default=True, help="Format of the change report.")
 def convert(script: str, output: str | None, in_place: bool, no_backup: bool, show_diff: bool,
-            check: bool, force: bool, amp: str, sync_bn: bool, scale_lr: bool,
+            check: bool, force: bool, target: str, amp: str, sync_bn: bool, scale_lr: bool,
             report_format: str) -> int:
     """Rewrite a single-GPU PyTorch SCRIPT into a DistributedDataParallel script.
 
@@ -59,7 +62,8 @@ def convert(script: str, output: str | None, in_place: bool, no_backup: bool, sh
         raise InputError(f"{output} is the script itself: refusing to overwrite it",
                          "use --in-place to rewrite it (a .orig backup is kept)")
     source = read_script(script)
-    options = ConvertOptions(amp=amp, sync_bn=sync_bn, scale_lr=scale_lr)  # type: ignore[arg-type]
+    options = ConvertOptions(target=target, amp=amp, sync_bn=sync_bn,  # type: ignore[arg-type]
+                             scale_lr=scale_lr)
     result = convert_source(source.text, script, options)
     written: str | None = None
     report_to_stderr = output == "-" or show_diff
@@ -69,10 +73,10 @@ def convert(script: str, output: str | None, in_place: bool, no_backup: bool, sh
     elif output == "-":
         click.echo(result.output, nl=False)  # unchanged scripts too: `-o - > x.py` works
     elif result.changed:
-        target = script if in_place else (output or default_output(script))
-        write_atomic(target, source.encode(result.output), like=script,
+        target_file = script if in_place else (output or default_output(script, target))
+        write_atomic(target_file, source.encode(result.output), like=script,
                      backup=(in_place and not no_backup) or force, force=force or in_place)
-        written = target
+        written = target_file
 
     if show_diff:
         click.echo(render.unified_diff(result.source, result.output, script), nl=False)

@@ -6,10 +6,12 @@ from dataclasses import dataclass
 from typing import Literal
 
 Amp = Literal["keep", "fp16", "bf16"]
+Target = Literal["ddp", "accelerate"]
 
 
 @dataclass(frozen=True)
 class ConvertOptions:
+    target: Target = "ddp"  # plain torch DDP, or Hugging Face accelerate
     amp: Amp = "keep"  # keep: leave mixed precision as it is (deprecated forms modernised)
     sync_bn: bool = False  # BatchNorm -> SyncBatchNorm on GPU
     scale_lr: bool = False  # learning rate x WORLD_SIZE (linear scaling rule)

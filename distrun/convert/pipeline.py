@@ -15,7 +15,7 @@ from distrun.convert.plan import Names, Plan
 from distrun.convert.report import ConvertResult, Finding
 from distrun.convert.transforms.amp import plan_amp
 from distrun.convert.transforms.checkpoint import plan_checkpoints
-from distrun.convert.transforms.data import DATALOADER, plan_data
+from distrun.convert.transforms.data import DATALOADER, plan_data, prepare_remaining_loaders
 from distrun.convert.transforms.detect import already_distributed, spawns_processes
 from distrun.convert.transforms.device import plan_devices
 from distrun.convert.transforms.hazards import plan_hazards
@@ -45,10 +45,11 @@ def run(source: str, module: cst.Module, options: ConvertOptions) -> ConvertResu
             "backward() on a torch import): nothing to convert")])
     plan = Plan(facts, Names.avoiding(facts.bound_names, facts.imports), options)
     plan_devices(facts, plan)
+    plan_data(facts, plan)
     models = plan_model(facts, plan)
+    prepare_remaining_loaders(plan)
     plan_amp(facts, plan, options.amp, models)
     plan_scaling(facts, plan)
-    plan_data(facts, plan)
     plan_checkpoints(facts, plan, models)
     plan_output(facts, plan)
     plan_hazards(facts, plan)

@@ -37,6 +37,7 @@ class Names:
     ddp: str = "DDP"
     sampler: str = "DistributedSampler"
     gc: str = "gc"
+    accelerator: str = "accelerator"
 
     @classmethod
     def avoiding(cls, taken: set[str], imports: dict[str, str]) -> Names:
@@ -48,7 +49,7 @@ class Names:
         }
         chosen = cls()
         for attr in ("local_rank", "rank", "world_size", "device", "dist", "ddp", "sampler",
-                     "gc"):
+                     "gc", "accelerator"):
             base = getattr(chosen, attr)
             name = base
             # An existing import of exactly what we need is reused; anything else bound
@@ -81,6 +82,9 @@ class Plan:
     )
     needed_imports: set[str] = field(default_factory=set)
     setup_extra: list[str] = field(default_factory=list)  # code appended to the setup block
+    # accelerate: training loaders to prepare, (DataLoader call, name, why); those the model's
+    # `accelerator.prepare(...)` takes along are removed from this list by the model transform
+    loaders_to_prepare: list[tuple[cst.Call, str | None, str]] = field(default_factory=list)
     touched_top_level: list[cst.CSTNode] = field(default_factory=list)
 
     # -- recording ---------------------------------------------------------------
@@ -113,6 +117,22 @@ class Plan:
         block = self.facts.parent[first]
         self.wraps[block].append((first, last, make))
         self._touch(first)
+
+    @property
+    def accelerate(self) -> bool:
+        return self.options.target == "accelerate"
+
+    def unwrap(self, code: str) -> str:
+        """The model inside the wrapper the target puts around it."""
+        if self.accelerate:
+            return f"{self.names.accelerator}.unwrap_model({code})"
+        return f"{code}.module"
+
+    def barrier(self) -> str:
+        if self.accelerate:
+            return f"{self.names.accelerator}.wait_for_everyone()"
+        self.needed_imports.add("dist")
+        return f"{self.names.dist}.barrier()"
 
     def _touch(self, node: cst.CSTNode) -> None:
         self.touched_top_level.append(self.facts.top_level_statement(node))

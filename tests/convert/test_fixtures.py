@@ -27,8 +27,9 @@ def options_of(case: Path) -> ConvertOptions:
     first = case.read_text().splitlines()[0]
     words = first.split(":", 1)[1].split() if first.startswith("# distrun-options:") else []
     amp = words[words.index("--amp") + 1] if "--amp" in words else "keep"
-    return ConvertOptions(amp=amp, sync_bn="--sync-bn" in words,  # type: ignore[arg-type]
-                          scale_lr="--scale-lr" in words)
+    target = words[words.index("--to") + 1] if "--to" in words else "ddp"
+    return ConvertOptions(target=target, amp=amp,  # type: ignore[arg-type]
+                          sync_bn="--sync-bn" in words, scale_lr="--scale-lr" in words)
 
 
 def _ids(path: Path) -> str:
@@ -64,4 +65,4 @@ def test_fixture_output_compiles_and_is_stable(case: Path) -> None:
 def test_every_rule_folder_has_a_fixture() -> None:
     folders = {p.parent.name for p in CASES}
     assert {"device", "model", "data", "output", "checkpoint", "setup", "hazards", "amp",
-            "scaling"} <= folders
+            "scaling", "accelerate"} <= folders

@@ -51,10 +51,37 @@ class _Mixed:
 
 def plan_amp(facts: Facts, plan: Plan, amp: str, models: list[WrappedModel]) -> None:
     _modernise(facts, plan)
-    if _migrate_apex(facts, plan, models):
-        return
-    if amp in ("fp16", "bf16") and not _has_autocast(facts):
+    migrated = _migrate_apex(facts, plan, models)
+    if plan.accelerate:
+        _accelerate_backward(facts, plan)
+        return  # with accelerate, --amp is the Accelerator's mixed_precision
+    if not migrated and amp in ("fp16", "bf16") and not _has_autocast(facts):
         _add_amp(facts, plan, amp, models)
+
+
+def _accelerate_backward(facts: Facts, plan: Plan) -> None:
+    """`loss.backward()` -> `accelerator.backward(loss)` (it scales the loss when needed)."""
+    acc = plan.names.accelerator
+    scaled = {dotted(item.asname.name) for c in facts.calls
+              if facts.call_name(c) == "apex.amp.scale_loss"
+              and isinstance(item := facts.parent.get(c), cst.WithItem) and item.asname}
+    for call in facts.calls:
+        func = call.func
+        if not (isinstance(func, cst.Attribute) and func.attr.value == "backward"):
+            continue
+        if isinstance(func.value, cst.Call) or dotted(func.value) in {None, *scaled}:
+            continue  # scaler.scale(loss).backward() and apex's scaled loss stay as they are
+
+        def rewrite(node: cst.CSTNode) -> cst.CSTNode:
+            assert isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute)
+            loss = cst.Module([]).code_for_node(node.func.value)
+            rest = "".join(", " + cst.Module([]).code_for_node(a).rstrip(", ")
+                           for a in node.args)
+            return expression(f"{acc}.backward({loss}{rest})")
+
+        plan.rewrite(call, rewrite)
+        plan.change(call, "backward", f"`{facts.code(func.value)}.backward()` -> "
+                    f"`{acc}.backward({facts.code(func.value)})`")
 
 
 def _modernise(facts: Facts, plan: Plan) -> None:

@@ -24,18 +24,18 @@ from distrun.convert.plan import (
     guard_rank0,
     statement,
 )
-from distrun.convert.transforms.model import WrappedModel, references
+from distrun.convert.transforms.model import WrappedModel, references, through_wrapper
 
 
 def plan_checkpoints(facts: Facts, plan: Plan, models: list[WrappedModel]) -> None:
     refs = {id(r) for m in models for r in references(facts, m)}
-    rank, dist, dev = plan.names.rank, plan.names.dist, plan.names.device
+    rank, dev = plan.names.rank, plan.names.device
     for call in facts.calls:
         name = facts.call_name(call)
         if name == "torch.save":
             args = positional(call)
             if args and id(args[0].value) in refs:
-                plan.rewrite(args[0].value, _through_module)
+                plan.rewrite(args[0].value, through_wrapper(plan))
                 plan.change(call, "checkpoint", "save the model inside the DDP wrapper, not "
                             "the wrapper")
             stmt = facts.statement(call)
@@ -49,14 +49,14 @@ def plan_checkpoints(facts: Facts, plan: Plan, models: list[WrappedModel]) -> No
             ):
                 assert stmt is not None
                 plan.rewrite(stmt, lambda n: guard_rank0(n, rank))
-                plan.insert_after(stmt, [statement(f"{dist}.barrier()\n")])
-                plan.needed_imports.add("dist")
+                barrier = plan.barrier()
+                plan.insert_after(stmt, [statement(f"{barrier}\n")])
                 plan.change(call, "checkpoint", "checkpoint saved by rank 0 only, then "
-                            f"`{dist}.barrier()` so no rank reads it before it is written")
+                            f"`{barrier}` so no rank reads it before it is written")
             else:
                 plan.finding(call, "checkpoint", "`torch.save` not alone on its line: every "
                              "rank writes the file", f"save under `if {rank} == 0:` then call "
-                             f"`{dist}.barrier()`")
+                             f"`{plan.barrier()}`")
         elif name == "torch.load" and keyword(call, "map_location") is None:
             if len(positional(call)) >= 2:
                 continue
@@ -76,11 +76,6 @@ def _file_opened_around(facts: Facts, stmt: cst.CSTNode) -> cst.With | None:
         if isinstance(item.item, cst.Call) and facts.call_name(item.item) in ("open", "io.open"):
             return owner
     return None
-
-
-def _through_module(node: cst.CSTNode) -> cst.CSTNode:
-    assert isinstance(node, cst.BaseExpression)
-    return cst.Attribute(value=node, attr=cst.Name("module"))
 
 
 def _add_map_location(dev: str) -> Rewrite:

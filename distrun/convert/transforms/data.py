@@ -239,6 +239,13 @@ def _add_sampler(facts: Facts, plan: Plan, call: cst.Call, why: str) -> bool:
                      "shard it, so it was left as it is", "shard inside the dataset's __iter__ "
                      "(see the IterableDataset warning)")
         return False
+    if plan.accelerate:
+        parent = facts.parent.get(call)
+        name = None
+        if isinstance(parent, cst.Assign) and len(parent.targets) == 1:
+            name = dotted(parent.targets[0].target)
+        plan.loaders_to_prepare.append((call, name, why))
+        return True
     ds_code = dotted(ds_arg.value)
     if ds_code is None:
         hoisted = _hoist_dataset(facts, plan, call, ds_arg)
@@ -348,8 +355,10 @@ def _place_set_epoch(facts: Facts, plan: Plan, at: cst.CSTNode, loader: str,
         first = body.body[0]
         if "." not in loader and _assigned_inside(facts, epoch_loop, loader):
             first = facts.statement(at) or first
-        plan.insert_before(first, [statement(f"{loader}.sampler.set_epoch({var})\n")])
-        plan.change(epoch_loop, "data", f"`{loader}.sampler.set_epoch({var})` at the start of "
+        call = f"{loader}.set_epoch({var})" if plan.accelerate else \
+            f"{loader}.sampler.set_epoch({var})"
+        plan.insert_before(first, [statement(f"{call}\n")])
+        plan.change(epoch_loop, "data", f"`{call}` at the start of "
                     "each epoch, so every epoch gets a new shuffle")
         return
     if not isinstance(scope, cst.FunctionDef) or depth >= 3:
@@ -381,3 +390,14 @@ def _assigned_inside(facts: Facts, container: cst.CSTNode, name: str) -> bool:
         for n in facts.names
     )
 
+
+
+def prepare_remaining_loaders(plan: Plan) -> None:
+    """accelerate: loaders the model's prepare call did not take are prepared where built."""
+    acc = plan.names.accelerator
+    for call, _, why in plan.loaders_to_prepare:
+        plan.rewrite(call, lambda n: expression(
+            f"{acc}.prepare({cst.Module([]).code_for_node(n)})"))
+        plan.change(call, "data", f"DataLoader prepared by accelerate ({why}): each process "
+                    "reads its own batches, shuffled alike; the global batch is "
+                    "batch_size x WORLD_SIZE")

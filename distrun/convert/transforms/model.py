@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 import libcst as cst
 
 from distrun.convert.analysis import Facts, block_body, dotted, positional
-from distrun.convert.plan import Plan, Rewrite, statement
+from distrun.convert.plan import Plan, Rewrite, expression, statement
 
 # Attributes that DistributedDataParallel answers itself, exactly as the module would.
 PASS_THROUGH = frozenset({
@@ -203,6 +203,8 @@ def _wrap(
         for later in siblings[index + 1:]:
             if _moves_model(facts, later, code):
                 target, insert_after, moved = later, True, True
+    if plan.accelerate:
+        return _prepare(facts, plan, at, anchor, code)
     ddp, rank, dev = plan.names.ddp, plan.names.local_rank, plan.names.device
     # A model not visibly moved to its device first is moved in the wrap: DDP needs it there.
     inner = code if moved else f"{code}.to({dev})"
@@ -229,6 +231,46 @@ def _wrap(
     plan.change(target, "model", f"wrapped `{code}` in DistributedDataParallel ({when})")
     cls = facts.enclosing_class(at) if code.startswith("self.") else None
     return WrappedModel(code=code, scope=facts.scope(target), from_line=from_line, cls=cls)
+
+
+def _prepare(facts: Facts, plan: Plan, at: cst.Call, anchor: cst.BaseStatement, code: str
+             ) -> WrappedModel:
+    """accelerate: `model, optimizer = accelerator.prepare(model, optimizer)` after the
+    statement that builds the optimizer (it wraps the model and moves it to its device)."""
+    acc = plan.names.accelerator
+    small = anchor.body[0] if isinstance(anchor, cst.SimpleStatementLine) else None
+    optimizer = None
+    if isinstance(small, cst.Assign) and len(small.targets) == 1:
+        optimizer = dotted(small.targets[0].target)
+    new = []
+    if plan.options.sync_bn:
+        new.append(statement(f"if torch.cuda.is_available():  # SyncBatchNorm runs on GPU only\n"
+                             f"    {code} = torch.nn.SyncBatchNorm.convert_sync_batchnorm("
+                             f"{code})\n"))
+        plan.change(anchor, "sync-bn", f"BatchNorm layers of `{code}` -> SyncBatchNorm when "
+                    "CUDA is available")
+    if optimizer:
+        # Training loaders built before, in the same scope, go into the same prepare call:
+        # preparing them where they are built would draw from the random generator before
+        # the model's weights are initialised, unlike the original script.
+        scope, line = facts.scope(anchor), facts.line(anchor)
+        loaders = [(c, n, w) for c, n, w in plan.loaders_to_prepare
+                   if n and facts.scope(c) is scope and facts.line(c) < line]
+        for entry in loaders:
+            plan.loaders_to_prepare.remove(entry)
+        names = [code, optimizer, *[n for _, n, _ in loaders if n]]
+        joined = ", ".join(names)
+        new.append(statement(f"{joined} = {acc}.prepare({joined})\n"))
+        plan.change(anchor, "model", f"{', '.join(f'`{n}`' for n in names)} prepared by "
+                    "accelerate (the model wrapped and placed on its device, loaders sharded)")
+    else:
+        new.append(statement(f"{code} = {acc}.prepare({code})\n"))
+        plan.finding(anchor, "model", "the optimizer is not assigned to a name here: only the "
+                     "model was prepared", f"pass the optimizer to `{acc}.prepare` too")
+    plan.insert_after(anchor, new)
+    cls = facts.enclosing_class(at) if code.startswith("self.") else None
+    return WrappedModel(code=code, scope=facts.scope(anchor), from_line=facts.line(anchor) + 1,
+                        cls=cls)
 
 
 def _propagate(facts: Facts, model: WrappedModel) -> None:
@@ -315,7 +357,25 @@ def _denotes(facts: Facts, model: WrappedModel, node: cst.CSTNode, code: str) ->
     for cls, attr in model.class_attrs:
         if code == attr and facts.enclosing_class(node) is cls:
             return True
-    return False
+    return code in _instance_codes(facts, model, scope)
+
+
+def _instance_codes(facts: Facts, model: WrappedModel, scope: cst.CSTNode) -> set[str]:
+    """`trainer.model` where `trainer = Trainer(...)` and the class wraps `self.model`."""
+    attrs = [model.code] if model.cls is not None and model.code.startswith("self.") else []
+    attrs += [a for _, a in model.class_attrs if a.startswith("self.")]
+    classes = {c.name.value for c in [model.cls, *(c for c, _ in model.class_attrs)] if c}
+    if not attrs or not classes:
+        return set()
+    codes = set()
+    for call in facts.calls:
+        parent = facts.parent.get(call)
+        if (isinstance(call.func, cst.Name) and call.func.value in classes
+                and isinstance(parent, cst.Assign) and facts.scope(call) is scope):
+            for target in parent.targets:
+                if (instance := dotted(target.target)) is not None:
+                    codes |= {f"{instance}.{a.removeprefix('self.')}" for a in attrs}
+    return codes
 
 
 def _redirect(facts: Facts, plan: Plan, model: WrappedModel) -> None:
@@ -326,14 +386,22 @@ def _redirect(facts: Facts, plan: Plan, model: WrappedModel) -> None:
         attr = parent.attr.value
         if attr in PASS_THROUGH:
             continue
-        plan.rewrite(parent, _through_module)
-        plan.change(parent, "model", f"`{dotted(ref)}.{attr}` -> `{dotted(ref)}.module.{attr}` "
-                    "(reach the model inside the DDP wrapper)")
+        inner = plan.unwrap(dotted(ref) or "model")
+        plan.rewrite(parent, through_wrapper(plan))
+        plan.change(parent, "model", f"`{dotted(ref)}.{attr}` -> `{inner}.{attr}` "
+                    "(reach the model inside the wrapper)")
 
 
-def _through_module(node: cst.CSTNode) -> cst.CSTNode:
-    assert isinstance(node, cst.Attribute)
-    return node.with_changes(value=cst.Attribute(value=node.value, attr=cst.Name("module")))
+def through_wrapper(plan: Plan) -> Rewrite:
+    """`model.x` -> `model.module.x` (DDP) or `accelerator.unwrap_model(model).x`; a bare
+    `model` -> the model inside the wrapper."""
+    def rewrite(node: cst.CSTNode) -> cst.CSTNode:
+        if isinstance(node, cst.Attribute):
+            inner = cst.Module([]).code_for_node(node.value)
+            return node.with_changes(value=expression(plan.unwrap(inner)))
+        return expression(plan.unwrap(cst.Module([]).code_for_node(node)))
+
+    return rewrite
 
 
 def _plan_data_parallel(facts: Facts, plan: Plan, wrapped: list[WrappedModel]) -> None:

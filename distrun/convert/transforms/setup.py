@@ -21,6 +21,7 @@ from distrun.convert.analysis import Facts
 from distrun.convert.plan import Plan, statements
 
 IMPORTS = {
+    "accelerator": ("accelerate.Accelerator", "from accelerate import Accelerator"),
     "gc": ("gc", "import gc as {name}"),
     "os": ("os", "import os"),
     "torch": ("torch", "import torch"),
@@ -38,6 +39,19 @@ IMPORTS = {
 
 def setup_code(plan: Plan) -> str:
     n = plan.names
+    if plan.accelerate:
+        amp = plan.options.amp
+        mixed = {"fp16": '"fp16" if torch.cuda.is_available() else "no"',
+                 "bf16": '"bf16"'}.get(amp, '"no"')
+        # cpu=True without CUDA: otherwise accelerate sees no distributed run on CPU.
+        return f'''{n.accelerator} = Accelerator(
+    cpu=not torch.cuda.is_available(), mixed_precision={mixed},
+)
+{n.local_rank} = {n.accelerator}.local_process_index
+{n.rank} = {n.accelerator}.process_index
+{n.world_size} = {n.accelerator}.num_processes
+{n.device} = {n.accelerator}.device
+'''
     return f'''{n.local_rank} = int(os.environ.get("LOCAL_RANK", 0))
 {n.rank} = int(os.environ.get("RANK", 0))
 {n.world_size} = int(os.environ.get("WORLD_SIZE", 1))
@@ -57,7 +71,8 @@ else:  # started without a launcher: a world of one process
 
 
 def plan_setup(facts: Facts, plan: Plan) -> None:
-    plan.needed_imports |= {"gc", "os", "torch", "dist"}
+    plan.needed_imports |= {"gc", "torch", "dist"} | (
+        {"accelerator"} if plan.accelerate else {"os"})
     guard = facts.main_guard
     in_guard = guard is not None and all(
         t is guard or isinstance(t, (cst.FunctionDef, cst.ClassDef)) or _is_import(t)
@@ -65,12 +80,18 @@ def plan_setup(facts: Facts, plan: Plan) -> None:
     )
     setup = statements(setup_code(plan) + "".join(plan.setup_extra))
     comment = cst.EmptyLine(comment=cst.Comment(
+        "# distrun: one process per device; accelerate knows which one this is."
+        if plan.accelerate else
         "# distrun: one process per device; torchrun sets LOCAL_RANK, RANK and WORLD_SIZE."))
     # Collect garbage first: DDP's last gradient all-reduces can sit in reference cycles;
     # freed after the group is gone, gloo aborts the process ("terminate called without an
     # active exception", seen on loaded machines).
     teardown = (f"{plan.names.gc}.collect()  # free DDP's finished communication first\n"
                 f"{plan.names.dist}.destroy_process_group()\n")
+    if plan.accelerate:  # accelerate starts no process group for a single process
+        teardown = (f"{plan.names.gc}.collect()  # free DDP's finished communication first\n"
+                    f"if {plan.names.dist}.is_initialized():\n"
+                    f"    {plan.names.dist}.destroy_process_group()\n")
     imports = _import_lines(facts, plan)
     last_import = facts.import_statements[-1] if facts.import_statements else None
     if last_import is not None:
@@ -93,8 +114,9 @@ def plan_setup(facts: Facts, plan: Plan) -> None:
         _append_teardown(facts, plan, body, teardown)
         where = "after the imports"
     anchor = guard if in_guard and guard is not None else (last_import or facts.module.body[0])
-    plan.change(anchor, "setup", f"process group set up {where}: nccl with the local rank's "
-                "GPU when CUDA is available, gloo on CPU otherwise")
+    plan.change(anchor, "setup", f"`Accelerator()` created {where}: it sets up the processes "
+                "and the device" if plan.accelerate else f"process group set up {where}: nccl "
+                "with the local rank's GPU when CUDA is available, gloo on CPU otherwise")
     plan.change(body[-1], "setup", "`destroy_process_group()` when the script ends")
 
 
@@ -119,11 +141,11 @@ def _first_code_statement(facts: Facts) -> cst.BaseStatement:
 
 def _import_lines(facts: Facts, plan: Plan) -> list[cst.BaseStatement]:
     lines = []
-    for key in ("gc", "os", "torch", "dist", "ddp", "sampler"):
+    for key in ("gc", "os", "torch", "dist", "ddp", "sampler", "accelerator"):
         if key not in plan.needed_imports:
             continue
         qual, template = IMPORTS[key]
-        name = getattr(plan.names, key, key)
+        name = getattr(plan.names, key, key) if key != "accelerator" else "Accelerator"
         if facts.imports.get(name) == qual:
             continue
         line = template.format(name=name)
