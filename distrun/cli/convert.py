@@ -21,9 +21,9 @@ from distrun.errors import EXIT_FOUND_WORK, EXIT_OK, InputError
 @click.option("--to", "target", type=click.Choice(["ddp", "accelerate"]), default="ddp",
               show_default=True, help="Plain torch DistributedDataParallel, or Hugging Face "
               "accelerate.")
-@click.option("--amp", type=click.Choice(["keep", "fp16", "bf16"]), default="keep",
+@click.option("--amp", type=click.Choice(["keep", "fp16", "bf16", "none"]), default="keep",
               show_default=True, help="Mixed precision: keep the script's (deprecated "
-              "torch.cuda.amp forms modernised), or add fp16 / bf16 autocast.")
+              "torch.cuda.amp forms modernised), add fp16 / bf16 autocast, or remove it.")
 @click.option("--sync-bn", is_flag=True, help="BatchNorm -> SyncBatchNorm (on GPU).")
 @click.option("--scale-lr", is_flag=True, help="Multiply learning rates by WORLD_SIZE "
               "(linear scaling rule).")

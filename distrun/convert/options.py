@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-Amp = Literal["keep", "fp16", "bf16"]
+Amp = Literal["keep", "fp16", "bf16", "none"]
 Target = Literal["ddp", "accelerate"]
 
 

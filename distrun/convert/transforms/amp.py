@@ -50,6 +50,9 @@ class _Mixed:
 
 
 def plan_amp(facts: Facts, plan: Plan, amp: str, models: list[WrappedModel]) -> None:
+    if amp == "none":
+        remove_amp(facts, plan)
+        return
     _modernise(facts, plan)
     migrated = _migrate_apex(facts, plan, models)
     if plan.accelerate:
@@ -94,6 +97,10 @@ def _modernise(facts: Facts, plan: Plan) -> None:
         plan.rewrite(call, constant(expression(f"{new}{', ' + args if args else ''})")))
         plan.change(call, "amp", f"deprecated `{facts.code(call.func)}(...)` -> "
                     f"`{new.split('(')[0]}(\"cuda\", ...)`")
+    _drop_cuda_amp_imports(facts, plan)
+
+
+def _drop_cuda_amp_imports(facts: Facts, plan: Plan) -> None:
     for stmt in facts.import_statements:
         small = stmt.body[0]
         if isinstance(small, cst.ImportFrom) and dotted(small.module or cst.Name("x")) in (
@@ -350,3 +357,53 @@ def _optimizer_near(facts: Facts, stmt: cst.CSTNode) -> str | None:
                 and "sched" not in (dotted(func.value) or "")):
             return dotted(func.value)
     return None
+
+
+_AUTOCAST = ("torch.autocast", "torch.amp.autocast", "torch.cuda.amp.autocast",
+             "torch.cpu.amp.autocast", "torch.amp.autocast_mode.autocast")
+_SCALERS = ("torch.amp.GradScaler", "torch.cuda.amp.GradScaler", "torch.amp.grad_scaler.GradScaler")
+
+
+def remove_amp(facts: Facts, plan: Plan) -> None:
+    """`--amp none`: autocast blocks become their bodies; the GradScaler goes:
+    scaler.scale(loss).backward() -> loss.backward(), scaler.step(opt) -> opt.step(),
+    scaler.update() / scaler.unscale_(opt) removed."""
+    scalers: set[str] = set()
+    _drop_cuda_amp_imports(facts, plan)
+    for call in facts.calls:
+        name = facts.call_name(call) or ""
+        parent = facts.parent.get(call)
+        if name in _AUTOCAST and isinstance(parent, cst.WithItem):
+            with_stmt = facts.parent.get(parent)
+            if isinstance(with_stmt, cst.With) and len(with_stmt.items) == 1:
+                plan.rewrite(with_stmt, _unwrap_with)
+                plan.change(with_stmt, "amp", "autocast removed (--amp none): full precision")
+        elif name in _SCALERS and isinstance(parent, cst.Assign):
+            scalers |= {c for t in parent.targets if (c := dotted(t.target))}
+            stmt = facts.statement(call)
+            if stmt is not None:
+                plan.rewrite(stmt, constant(cst.RemoveFromParent()))
+            plan.change(call, "amp", "GradScaler removed (--amp none)")
+    for call in facts.calls:
+        func = call.func
+        if not isinstance(func, cst.Attribute):
+            continue
+        owner, attr = dotted(func.value), func.attr.value
+        if owner in scalers and attr in ("update", "unscale_"):
+            stmt = facts.statement(call)
+            if isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1:
+                plan.rewrite(stmt, constant(cst.RemoveFromParent()))
+        elif owner in scalers and attr == "step" and call.args:
+            plan.rewrite(call, constant(expression(f"{facts.code(call.args[0].value)}.step()")))
+        elif owner in scalers and attr == "scale" and call.args:
+            plan.rewrite(call, constant(call.args[0].value.deep_clone()))
+        elif owner in scalers:
+            plan.finding(call, "amp", f"`{owner}.{attr}` kept, but the GradScaler is gone",
+                         "remove the GradScaler's state from checkpoints")
+
+
+def _unwrap_with(node: cst.CSTNode) -> cst.FlattenSentinel[cst.BaseStatement]:
+    assert isinstance(node, cst.With)
+    body = list(node.body.body) if isinstance(node.body, cst.IndentedBlock) else []
+    body[0] = body[0].with_changes(leading_lines=node.leading_lines)
+    return cst.FlattenSentinel(body)
