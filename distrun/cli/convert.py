@@ -27,11 +27,13 @@ from distrun.errors import EXIT_FOUND_WORK, EXIT_OK, InputError
 @click.option("--sync-bn", is_flag=True, help="BatchNorm -> SyncBatchNorm (on GPU).")
 @click.option("--scale-lr", is_flag=True, help="Multiply learning rates by WORLD_SIZE "
               "(linear scaling rule).")
+@click.option("--grad-accum-no-sync", is_flag=True, help="Skip the gradient all-reduce on "
+              "micro-batches that do not step the optimizer (model.no_sync()).")
 @click.option("--report", "report_format", type=click.Choice(["text", "json"]), default="text",
               show_default=True, help="Format of the change report.")
 def convert(script: str, output: str | None, in_place: bool, no_backup: bool, show_diff: bool,
             check: bool, force: bool, target: str, amp: str, sync_bn: bool, scale_lr: bool,
-            report_format: str) -> int:
+            grad_accum_no_sync: bool, report_format: str) -> int:
     """Rewrite a single-GPU PyTorch SCRIPT into a DistributedDataParallel script.
 
     \b
@@ -63,7 +65,7 @@ def convert(script: str, output: str | None, in_place: bool, no_backup: bool, sh
                          "use --in-place to rewrite it (a .orig backup is kept)")
     source = read_script(script)
     options = ConvertOptions(target=target, amp=amp, sync_bn=sync_bn,  # type: ignore[arg-type]
-                             scale_lr=scale_lr)
+                             scale_lr=scale_lr, grad_accum_no_sync=grad_accum_no_sync)
     result = convert_source(source.text, script, options)
     written: str | None = None
     report_to_stderr = output == "-" or show_diff

@@ -15,3 +15,4 @@ class ConvertOptions:
     amp: Amp = "keep"  # keep: leave mixed precision as it is (deprecated forms modernised)
     sync_bn: bool = False  # BatchNorm -> SyncBatchNorm on GPU
     scale_lr: bool = False  # learning rate x WORLD_SIZE (linear scaling rule)
+    grad_accum_no_sync: bool = False  # no all-reduce on micro-steps that do not step

@@ -13,6 +13,7 @@ from distrun.convert.analysis import Facts
 from distrun.convert.options import ConvertOptions
 from distrun.convert.plan import Names, Plan
 from distrun.convert.report import ConvertResult, Finding
+from distrun.convert.transforms.accumulate import plan_no_sync
 from distrun.convert.transforms.amp import plan_amp
 from distrun.convert.transforms.checkpoint import plan_checkpoints
 from distrun.convert.transforms.data import DATALOADER, plan_data, prepare_remaining_loaders
@@ -49,6 +50,7 @@ def run(source: str, module: cst.Module, options: ConvertOptions) -> ConvertResu
     models = plan_model(facts, plan)
     prepare_remaining_loaders(plan)
     plan_amp(facts, plan, options.amp, models)
+    plan_no_sync(facts, plan, models)
     plan_scaling(facts, plan)
     plan_checkpoints(facts, plan, models)
     plan_output(facts, plan)

@@ -199,7 +199,10 @@ class _Applier(cst.CSTTransformer):
             if not where:
                 continue
             lo, hi = min(where), max(where)
-            body[lo: hi + 1] = [make(body[lo: hi + 1])]
+            new = make(body[lo: hi + 1])
+            body[lo: hi + 1] = [new]
+            for stmt in span:  # a later, larger wrap of the same block finds them in `new`
+                self.produced[id(stmt)] = [new]
         return block.with_changes(body=body)
 
 

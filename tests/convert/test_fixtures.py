@@ -29,7 +29,8 @@ def options_of(case: Path) -> ConvertOptions:
     amp = words[words.index("--amp") + 1] if "--amp" in words else "keep"
     target = words[words.index("--to") + 1] if "--to" in words else "ddp"
     return ConvertOptions(target=target, amp=amp,  # type: ignore[arg-type]
-                          sync_bn="--sync-bn" in words, scale_lr="--scale-lr" in words)
+                          sync_bn="--sync-bn" in words, scale_lr="--scale-lr" in words,
+                          grad_accum_no_sync="--grad-accum-no-sync" in words)
 
 
 def _ids(path: Path) -> str:

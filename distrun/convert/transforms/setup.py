@@ -21,6 +21,7 @@ from distrun.convert.analysis import Facts
 from distrun.convert.plan import Plan, statements
 
 IMPORTS = {
+    "contextlib": ("contextlib", "import contextlib"),
     "accelerator": ("accelerate.Accelerator", "from accelerate import Accelerator"),
     "gc": ("gc", "import gc as {name}"),
     "os": ("os", "import os"),
@@ -141,7 +142,7 @@ def _first_code_statement(facts: Facts) -> cst.BaseStatement:
 
 def _import_lines(facts: Facts, plan: Plan) -> list[cst.BaseStatement]:
     lines = []
-    for key in ("gc", "os", "torch", "dist", "ddp", "sampler", "accelerator"):
+    for key in ("contextlib", "gc", "os", "torch", "dist", "ddp", "sampler", "accelerator"):
         if key not in plan.needed_imports:
             continue
         qual, template = IMPORTS[key]
