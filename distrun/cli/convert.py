@@ -27,13 +27,16 @@ from distrun.errors import EXIT_FOUND_WORK, EXIT_OK, InputError
 @click.option("--sync-bn", is_flag=True, help="BatchNorm -> SyncBatchNorm (on GPU).")
 @click.option("--scale-lr", is_flag=True, help="Multiply learning rates by WORLD_SIZE "
               "(linear scaling rule).")
+@click.option("--eval", "eval_mode", type=click.Choice(["full", "shard"]), default="full",
+              show_default=True, help="Evaluation: every rank evaluates the full set, or "
+              "each a shard with the sums all-reduced (both exact).")
 @click.option("--grad-accum-no-sync", is_flag=True, help="Skip the gradient all-reduce on "
               "micro-batches that do not step the optimizer (model.no_sync()).")
 @click.option("--report", "report_format", type=click.Choice(["text", "json"]), default="text",
               show_default=True, help="Format of the change report.")
 def convert(script: str, output: str | None, in_place: bool, no_backup: bool, show_diff: bool,
             check: bool, force: bool, target: str, amp: str, sync_bn: bool, scale_lr: bool,
-            grad_accum_no_sync: bool, report_format: str) -> int:
+            eval_mode: str, grad_accum_no_sync: bool, report_format: str) -> int:
     """Rewrite a single-GPU PyTorch SCRIPT into a DistributedDataParallel script.
 
     \b
@@ -65,7 +68,8 @@ def convert(script: str, output: str | None, in_place: bool, no_backup: bool, sh
                          "use --in-place to rewrite it (a .orig backup is kept)")
     source = read_script(script)
     options = ConvertOptions(target=target, amp=amp, sync_bn=sync_bn,  # type: ignore[arg-type]
-                             scale_lr=scale_lr, grad_accum_no_sync=grad_accum_no_sync)
+                             scale_lr=scale_lr, grad_accum_no_sync=grad_accum_no_sync,
+                             eval_shard=eval_mode == "shard")
     result = convert_source(source.text, script, options)
     written: str | None = None
     report_to_stderr = output == "-" or show_diff

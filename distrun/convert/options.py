@@ -16,3 +16,4 @@ class ConvertOptions:
     sync_bn: bool = False  # BatchNorm -> SyncBatchNorm on GPU
     scale_lr: bool = False  # learning rate x WORLD_SIZE (linear scaling rule)
     grad_accum_no_sync: bool = False  # no all-reduce on micro-steps that do not step
+    eval_shard: bool = False  # shard evaluation loaders, all-reduce the loop's sums

@@ -16,7 +16,12 @@ from distrun.convert.report import ConvertResult, Finding
 from distrun.convert.transforms.accumulate import plan_no_sync
 from distrun.convert.transforms.amp import plan_amp
 from distrun.convert.transforms.checkpoint import plan_checkpoints
-from distrun.convert.transforms.data import DATALOADER, plan_data, prepare_remaining_loaders
+from distrun.convert.transforms.data import (
+    DATALOADER,
+    plan_data,
+    prepare_remaining_loaders,
+    shard_eval_loaders,
+)
 from distrun.convert.transforms.detect import already_distributed, spawns_processes
 from distrun.convert.transforms.device import plan_devices
 from distrun.convert.transforms.hazards import plan_hazards
@@ -49,6 +54,7 @@ def run(source: str, module: cst.Module, options: ConvertOptions) -> ConvertResu
     plan_data(facts, plan)
     models = plan_model(facts, plan)
     prepare_remaining_loaders(plan)
+    shard_eval_loaders(facts, plan, models)
     plan_amp(facts, plan, options.amp, models)
     plan_no_sync(facts, plan, models)
     plan_scaling(facts, plan)

@@ -85,6 +85,7 @@ class Plan:
     # accelerate: training loaders to prepare, (DataLoader call, name, why); those the model's
     # `accelerator.prepare(...)` takes along are removed from this list by the model transform
     loaders_to_prepare: list[tuple[cst.Call, str | None, str]] = field(default_factory=list)
+    eval_loaders: list[tuple[cst.Call, set[str]]] = field(default_factory=list)  # --eval shard
     touched_top_level: list[cst.CSTNode] = field(default_factory=list)
 
     # -- recording ---------------------------------------------------------------

@@ -30,7 +30,8 @@ def options_of(case: Path) -> ConvertOptions:
     target = words[words.index("--to") + 1] if "--to" in words else "ddp"
     return ConvertOptions(target=target, amp=amp,  # type: ignore[arg-type]
                           sync_bn="--sync-bn" in words, scale_lr="--scale-lr" in words,
-                          grad_accum_no_sync="--grad-accum-no-sync" in words)
+                          grad_accum_no_sync="--grad-accum-no-sync" in words,
+                          eval_shard="--eval-shard" in words)
 
 
 def _ids(path: Path) -> str:

@@ -218,3 +218,26 @@ def test_grad_accum_no_sync_trains_like_the_original(target: str, tmp_path: Path
     expected, got = state_dict_of(tmp_path / "single.pt"), state_dict_of(tmp_path / "multi.pt")
     for key in expected:
         torch.testing.assert_close(got[key], expected[key], atol=1e-5, rtol=1e-5, msg=key)
+
+
+@pytest.mark.parametrize("name", ["eval_loop.py", "functions_main_guard.py", "helper_loaders.py"])
+def test_sharded_evaluation_prints_the_single_process_metrics(name: str, tmp_path: Path) -> None:
+    """--eval shard: each rank evaluates a shard, the sums are all-reduced: the printed
+    evaluation is the single process's (the test sets do not divide evenly by 16 x 2)."""
+    script = tmp_path / name
+    shutil.copy(CORPUS / name, script)
+    single = run_cmd([sys.executable, str(script)], cwd=tmp_path,
+                     env={"BATCH_SIZE": "64", "OUT_PATH": str(tmp_path / "single.pt")})
+    assert single.returncode == 0, single.stderr
+    converted = tmp_path / "converted.py"
+    conv = distrun("convert", str(script), "--eval", "shard", "-o", str(converted))
+    assert conv.returncode == 0, conv.stderr
+    assert "all_reduce(eval_sums)" in converted.read_text()
+    multi = distrun("launch", "--nproc-per-node", "2", str(converted), cwd=tmp_path,
+                    env={"BATCH_SIZE": "32", "OUT_PATH": str(tmp_path / "multi.pt")})
+    assert multi.returncode == 0, multi.stdout + multi.stderr
+    assert eval_lines(multi.stdout) == eval_lines(single.stdout)
+    assert eval_lines(single.stdout)
+    expected, got = state_dict_of(tmp_path / "single.pt"), state_dict_of(tmp_path / "multi.pt")
+    for key in expected:
+        torch.testing.assert_close(got[key], expected[key], atol=1e-5, rtol=1e-5, msg=key)

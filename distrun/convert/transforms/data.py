@@ -30,6 +30,7 @@ from distrun.convert.plan import (
     statement,
     with_commas,
 )
+from distrun.convert.transforms.model import WrappedModel
 
 ITERABLE_DATASET = frozenset({"torch.utils.data.IterableDataset",
                               "torch.utils.data.dataset.IterableDataset"})
@@ -71,6 +72,8 @@ def plan_data(facts: Facts, plan: Plan) -> None:
         if kind == "train":
             if _add_sampler(facts, plan, call, why):
                 sharded |= names
+        elif kind == "eval" and plan.options.eval_shard and not plan.accelerate:
+            plan.eval_loaders.append((call, names))
         elif kind == "eval":
             plan.finding(call, "data", "evaluation DataLoader left unsharded: every rank "
                          "evaluates the full set, so its metrics are exact", severity="info")
@@ -401,3 +404,23 @@ def prepare_remaining_loaders(plan: Plan) -> None:
         plan.change(call, "data", f"DataLoader prepared by accelerate ({why}): each process "
                     "reads its own batches, shuffled alike; the global batch is "
                     "batch_size x WORLD_SIZE")
+
+
+def shard_eval_loaders(facts: Facts, plan: Plan, models: list[WrappedModel]) -> None:
+    """`--eval shard`: each evaluation loader whose loops sum their metrics is sharded."""
+    from distrun.convert.transforms.evaluation import shard_evaluation
+
+    train = {id(t.loop) for t in _train_loops(facts)}
+    for call, names in plan.eval_loaders:
+        loops = []
+        for loop in facts.for_loops:
+            code = dotted(_unwrap_iter(facts, loop.iter))
+            if id(loop) in train or code is None:
+                continue
+            if _origin_names(facts, code, facts.scope(loop), 0) & names:
+                loops.append(loop)
+        if not shard_evaluation(facts, plan, call, names, loops, models):
+            plan.finding(call, "eval", "--eval shard: this evaluation loader was left whole "
+                         "(its loop does not sum metrics into variables set to a number "
+                         "before it); every rank evaluates the full set, so metrics are exact",
+                         severity="info")

@@ -1,0 +1,130 @@
+"""Sharded evaluation (`--eval shard`), exact: each rank evaluates every WORLD_SIZE-th
+sample, then the loop's sums are all-reduced, so the printed metrics are the ones one
+process prints.
+
+    test_loader = DataLoader(test_set, batch_size=16)
+        -> DataLoader(test_set, batch_size=16, sampler=range(RANK, len(test_set), WORLD_SIZE))
+    test_loss, correct = 0.0, 0            (unchanged)
+    for data, target in test_loader:       the forward goes around the DDP wrapper
+        output = model(data)                 -> model.module(data)   (ranks may run a
+        test_loss += ...; correct += ...       different number of batches: no collective)
+    <after the loop>  sums all-reduced, each keeping its type
+
+No padding (unlike DistributedSampler), so `len(test_loader.dataset)` stays the right
+divisor. Won't: shard a loader whose loop does not sum into variables set to a number
+before it (left whole, reported).
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from distrun.convert.analysis import Facts, dotted, keyword, positional
+from distrun.convert.plan import Plan, expression, keyword_arg, statements, with_commas
+from distrun.convert.transforms.model import WrappedModel, references
+
+
+def shard_evaluation(facts: Facts, plan: Plan, call: cst.Call, names: set[str],
+                     loops: list[cst.For], models: list[WrappedModel]) -> bool:
+    """Shard the eval loader `call` if every loop over it sums its metrics; else False."""
+    if keyword(call, "sampler") or keyword(call, "batch_sampler") or len(positional(call)) > 3:
+        return False
+    pos = positional(call)
+    ds_arg = keyword(call, "dataset") or (pos[0] if pos else None)
+    dataset = dotted(ds_arg.value) if ds_arg is not None else None
+    if dataset is None or not loops:
+        return False
+    plans = []
+    for loop in loops:
+        sums = _sums(facts, loop)
+        if not sums:
+            return False
+        plans.append((loop, sums))
+    n = plan.names
+    sampler = f"range({n.rank}, len({dataset}), {n.world_size})"
+
+    def rewrite(node: cst.CSTNode) -> cst.CSTNode:
+        assert isinstance(node, cst.Call)
+        args = [a for a in node.args if not (a.keyword and a.keyword.value == "shuffle")]
+        return node.with_changes(args=with_commas([*args, keyword_arg(
+            "sampler", expression(sampler))]))
+
+    plan.rewrite(call, rewrite)
+    plan.change(call, "eval", f"evaluation sharded: `sampler={sampler}` (no padding: "
+                "every sample counted once)")
+    refs = {id(r) for m in models for r in references(facts, m)}
+    for loop, sums in plans:
+        _all_reduce_after(facts, plan, loop, sums)
+        for inner in facts.calls_in(loop.body):
+            if id(inner.func) in refs:
+                plan.rewrite(inner.func, lambda f: expression(
+                    plan.unwrap(cst.Module([]).code_for_node(f))))
+        plan.change(loop, "eval", f"sums {', '.join(sums)} all-reduced after the loop; the "
+                    "forward skips the DDP wrapper (ranks may run different batch counts)")
+    return True
+
+
+def _sums(facts: Facts, loop: cst.For) -> list[str]:
+    """Names set to a number before `loop` (in its function) and `+=`-ed inside it."""
+    added = []
+    for node in _walk(loop.body):
+        if isinstance(node, cst.AugAssign) and isinstance(node.operator, cst.AddAssign):
+            name = dotted(node.target)
+            if name and "." not in name and name not in added:
+                added.append(name)
+    scope = facts.scope(loop)
+    start = facts.line(loop)
+    numbers = set()
+    for node in facts.names:
+        parent = facts.parent.get(node)
+        if not isinstance(parent, cst.AssignTarget) or facts.scope(node) is not scope:
+            continue
+        assign = facts.parent.get(parent)
+        if isinstance(assign, cst.Assign) and facts.line(assign) < start and isinstance(
+                assign.value, (cst.Integer, cst.Float)):
+            numbers.add(node.value)
+    for node in facts.names:  # `a, b = 0.0, 0`
+        parent = facts.parent.get(node)
+        if not isinstance(parent, cst.Element) or facts.scope(node) is not scope:
+            continue
+        target = facts.parent.get(facts.parent.get(parent) or parent)
+        assign = facts.parent.get(target) if target is not None else None
+        if (isinstance(assign, cst.Assign) and isinstance(assign.value, cst.Tuple)
+                and facts.line(assign) < start
+                and all(isinstance(e.value, (cst.Integer, cst.Float))
+                        for e in assign.value.elements)):
+            numbers.add(node.value)
+    return [name for name in added if name in numbers]
+
+
+def _all_reduce_after(facts: Facts, plan: Plan, loop: cst.For, sums: list[str]) -> None:
+    n = plan.names
+    holder = "eval_sums"
+    while holder in facts.bound_names:
+        holder = f"{holder}_"
+    values = ", ".join(f"float({s})" for s in sums)
+    targets = ", ".join(sums)
+    code = (f"{holder} = torch.tensor([{values}], dtype=torch.float64, device={n.device})\n"
+            f"{n.dist}.all_reduce({holder})\n"
+            f"{targets}{',' if len(sums) == 1 else ''} = "
+            f"({', '.join(f'type({s})({holder}[{i}].item())' for i, s in enumerate(sums))}"
+            f"{',' if len(sums) == 1 else ''})\n")
+    plan.needed_imports.add("dist")
+    plan.insert_after(_in_with(facts, loop) or loop, statements(code))
+
+
+def _in_with(facts: Facts, loop: cst.For) -> cst.With | None:
+    """`with torch.no_grad(): for ...` (the loop alone in it): reduce after the with."""
+    block = facts.parent.get(loop)
+    parent = facts.parent.get(block) if block is not None else None
+    if isinstance(parent, cst.With) and isinstance(block, cst.IndentedBlock) and len(
+            block.body) == 1:
+        return parent
+    return None
+
+
+def _walk(node: cst.CSTNode) -> list[cst.CSTNode]:
+    found = [node]
+    for child in node.children:
+        found += _walk(child)
+    return found
