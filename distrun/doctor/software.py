@@ -71,9 +71,9 @@ def check_apex(ctx: Context) -> Iterator[CheckResult]:
     has_amp = importlib.util.find_spec("apex.amp") is not None
     if has_amp:
         yield CheckResult("apex", "warn", f"NVIDIA apex with apex.amp ({where})",
-                          "apex.amp is deprecated and gone from current apex: replace "
-                          "amp.initialize / amp.scale_loss with torch.autocast + "
-                          "torch.amp.GradScaler")
+                          "apex.amp is deprecated and gone from current apex: `distrun "
+                          "convert` migrates amp.initialize / amp.scale_loss to torch.autocast "
+                          "+ torch.amp.GradScaler")
     else:
         yield CheckResult("apex", "warn", f"a package named apex without apex.amp ({where})",
                           "`from apex import amp` fails: this is the unrelated 'apex' web "

@@ -125,6 +125,8 @@ def _migrate_apex(facts: Facts, plan: Plan, models: list[WrappedModel]) -> bool:
     inits = [c for c in facts.calls if facts.call_name(c) == "apex.amp.initialize"]
     scale_withs = [c for c in facts.calls if facts.call_name(c) == "apex.amp.scale_loss"]
     if not inits and not scale_withs:
+        _migrate_syncbn(facts, plan)
+        _drop_apex_imports(facts, plan)
         return False
     scaler = _scaler_name(facts)
     if inits and facts.enclosing_class(inits[0]) is not None:
@@ -162,6 +164,7 @@ def _migrate_apex(facts: Facts, plan: Plan, models: list[WrappedModel]) -> bool:
     mixed = _Mixed("float16", '"cuda"', "False" if level == "O0" else _FP16_ON, scaler)
     for call in scale_withs:
         _migrate_scale_loss(facts, plan, call, mixed, models)
+    _migrate_syncbn(facts, plan)
     for call in facts.calls:
         name = facts.call_name(call)
         if name in ("apex.amp.state_dict", "apex.amp.load_state_dict"):
@@ -169,6 +172,12 @@ def _migrate_apex(facts: Facts, plan: Plan, models: list[WrappedModel]) -> bool:
             plan.rewrite(call.func, constant(expression(f"{scaler}.{method}")))
             plan.change(call, "amp", f"`amp.{method}` -> `{scaler}.{method}` (the GradScaler's "
                         "state)")
+    _drop_apex_imports(facts, plan)
+    plan.needed_imports.add("torch")
+    return True
+
+
+def _drop_apex_imports(facts: Facts, plan: Plan) -> None:
     for stmt in facts.import_statements:
         small = stmt.body[0]
         module = dotted(small.module) if isinstance(small, cst.ImportFrom) and small.module \
@@ -177,9 +186,21 @@ def _migrate_apex(facts: Facts, plan: Plan, models: list[WrappedModel]) -> bool:
         if (module or "").split(".")[0] == "apex" or any((n or "").split(".")[0] == "apex"
                                                          for n in names):
             plan.rewrite(stmt, lambda _n: cst.RemoveFromParent())
-            plan.change(stmt, "amp", "apex import removed: torch.amp replaces it")
-    plan.needed_imports.add("torch")
-    return True
+            plan.change(stmt, "amp", "apex import removed: torch replaces it")
+
+
+def _migrate_syncbn(facts: Facts, plan: Plan) -> None:
+    """apex.parallel.convert_syncbn_model(m) -> torch's SyncBatchNorm, on GPU only."""
+    for call in facts.calls:
+        if facts.call_name(call) != "apex.parallel.convert_syncbn_model" or not call.args:
+            continue
+        model = facts.code(call.args[0].value)
+        plan.rewrite(call, constant(expression(
+            f"(torch.nn.SyncBatchNorm.convert_sync_batchnorm({model}) "
+            f"if torch.cuda.is_available() else {model})")))
+        plan.change(call, "amp", "apex `convert_syncbn_model` -> "
+                    "`torch.nn.SyncBatchNorm.convert_sync_batchnorm` (GPU only: SyncBatchNorm "
+                    "does not run on CPU)")
 
 
 def _keep_comments(new: list[cst.BaseStatement]) -> Rewrite:
