@@ -97,6 +97,23 @@ def resolve(req: LaunchRequest, environ: Mapping[str, str] | None = None) -> Lau
     for key in req.env:
         if not key or not key.replace("_", "a").isalnum() or key[0].isdigit():
             raise LaunchError(f"--env {key!r}: not a valid environment variable name")
+    env = dict(req.env)
+    if max_nodes > 1:
+        _pick_interface(endpoint.rpartition(":")[0] if endpoint else master_addr, env, environ,
+                        notes)
+    is_host = False
+    if endpoint:
+        # torchrun decides who hosts the c10d store by the hostname, which often resolves
+        # to loopback: say so explicitly when the endpoint is one of this node's addresses.
+        from distrun.netinfo import interfaces
+
+        try:
+            is_host = socket.gethostbyname(endpoint.rpartition(":")[0]) in {
+                ip for name, ip in interfaces().items() if not name.startswith("lo")}
+        except OSError:
+            is_host = False
+        if is_host:
+            notes.append("this node hosts the c10d rendezvous (its address is the endpoint's)")
     log_dir = req.log_dir or str(
         Path(tempfile.gettempdir()) / "distrun-logs" / f"{time.strftime('%Y%m%d-%H%M%S')}-"
         f"{os.getpid()}")
@@ -104,10 +121,11 @@ def resolve(req: LaunchRequest, environ: Mapping[str, str] | None = None) -> Lau
         script=script, script_args=tuple(req.script_args), module=req.module,
         nproc_per_node=nproc, min_nodes=min_nodes, max_nodes=max_nodes, node_rank=node_rank,
         master_addr=master_addr, master_port=master_port, rdzv_backend=rdzv_backend,
-        rdzv_endpoint=endpoint, rdzv_id=req.rdzv_id or KEYS["rdzv"].keys["id"].default,
+        rdzv_endpoint=endpoint, rdzv_is_host=is_host,
+        rdzv_id=req.rdzv_id or KEYS["rdzv"].keys["id"].default,
         max_restarts=req.max_restarts or KEYS["max_restarts"].default, log_dir=log_dir,
         launcher=launcher,
-        mixed_precision=mixed, env=tuple(sorted(req.env.items())), timeout=req.timeout,
+        mixed_precision=mixed, env=tuple(sorted(env.items())), timeout=req.timeout,
         notes=tuple(notes), keep_logs=req.log_dir is not None,
     )
 
@@ -174,6 +192,30 @@ def _endpoint(text: str) -> str:
     if not host or not port.isdigit() or not 1 <= int(port) <= 65535:
         raise LaunchError(f"--rdzv-endpoint {text!r}: give HOST:PORT with a port in 1..65535")
     return text
+
+
+def _pick_interface(host: str, env: dict[str, str], environ: Mapping[str, str],
+                    notes: list[str]) -> None:
+    """Multi-node: gloo and NCCL advertise the address the hostname resolves to, often a
+    loopback address (then the job hangs at init). Use the interface whose route reaches
+    the master, unless the user chose one."""
+    from distrun.netinfo import interface_for
+
+    wanted = [v for v in ("GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME")
+              if v not in env and v not in environ]
+    if not wanted:
+        return
+    try:
+        ip = socket.gethostbyname(host)
+    except OSError:
+        return
+    name = interface_for(ip)
+    if name is None or name.startswith("lo"):
+        return
+    for var in wanted:
+        env[var] = name
+    chosen = " and ".join(f"{v}={name}" for v in wanted)
+    notes.append(f"network interface {name} reaches {host}: {chosen}")
 
 
 def free_port(host: str = "127.0.0.1") -> int:

@@ -48,6 +48,7 @@ class LaunchSpec:
     rdzv_backend: str = "static"
     rdzv_endpoint: str | None = None
     rdzv_id: str = "none"
+    rdzv_is_host: bool = False  # this node owns the c10d endpoint's address
     max_restarts: int = 0
     log_dir: str | None = None
     launcher: str = "torchrun"

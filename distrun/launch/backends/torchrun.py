@@ -21,6 +21,8 @@ def build(spec: LaunchSpec) -> Command:
     else:
         argv += [f"--rdzv-backend={spec.rdzv_backend}", f"--rdzv-endpoint={spec.rdzv_endpoint}",
                  f"--rdzv-id={spec.rdzv_id}"]
+        if spec.rdzv_is_host:
+            argv.append("--rdzv-conf=is_host=1")
     argv += [f"--max-restarts={spec.max_restarts}"]
     if spec.log_dir:
         argv += [f"--log-dir={spec.log_dir}", "--redirects=3", "--tee=3"]

@@ -1,0 +1,40 @@
+"""Which network interface reaches an address: shared by `launch` (to set
+GLOO_SOCKET_IFNAME / NCCL_SOCKET_IFNAME) and `doctor` (to report it). Linux only;
+elsewhere nothing is found and nothing is set."""
+
+from __future__ import annotations
+
+import fcntl
+import socket
+import struct
+
+_SIOCGIFADDR = 0x8915
+
+
+def interfaces() -> dict[str, str]:
+    """IPv4 address of every interface that has one (Linux ioctl; empty elsewhere)."""
+    found: dict[str, str] = {}
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+        for _, name in socket.if_nameindex():
+            try:
+                packed = fcntl.ioctl(sock.fileno(), _SIOCGIFADDR,
+                                     struct.pack("256s", name[:15].encode()))
+            except OSError:
+                continue
+            found[name] = socket.inet_ntoa(packed[20:24])
+    return found
+
+
+def route_source(address: str) -> str | None:
+    """The local address the kernel would send from to reach `address`."""
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+            sock.connect((address, 9))  # UDP connect: picks a route, sends nothing
+            return str(sock.getsockname()[0])
+    except OSError:
+        return None
+
+
+def interface_for(address: str) -> str | None:
+    source = route_source(address)
+    return next((name for name, ip in interfaces().items() if ip == source), None)
