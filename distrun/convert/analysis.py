@@ -351,3 +351,11 @@ def block_body(node: cst.CSTNode) -> Sequence[cst.BaseStatement]:
     if isinstance(node, cst.Module):
         return list(node.body)
     return []
+
+
+def walk(node: cst.CSTNode) -> list[cst.CSTNode]:
+    """`node` and every node below it, in source order."""
+    found = [node]
+    for child in node.children:
+        found += walk(child)
+    return found

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from distrun.convert.analysis import Facts, dotted
+from distrun.convert.analysis import Facts, dotted, walk
 from distrun.convert.plan import Plan, statement
 from distrun.convert.transforms.model import WrappedModel, references
 
@@ -93,7 +93,7 @@ def _steps(facts: Facts, node: cst.If) -> bool:
 def _assigned_names(stmts: list[cst.BaseStatement]) -> set[str]:
     names: set[str] = set()
     for stmt in stmts:
-        for node in _walk(stmt):
+        for node in walk(stmt):
             if isinstance(node, cst.AssignTarget) and isinstance(node.target, cst.Name):
                 names.add(node.target.value)
             elif isinstance(node, (cst.AugAssign, cst.AnnAssign)) and isinstance(
@@ -101,9 +101,3 @@ def _assigned_names(stmts: list[cst.BaseStatement]) -> set[str]:
                 names.add(node.target.value)
     return names
 
-
-def _walk(node: cst.CSTNode) -> list[cst.CSTNode]:
-    found = [node]
-    for child in node.children:
-        found += _walk(child)
-    return found

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from distrun.convert.analysis import Facts, dotted, keyword, positional
+from distrun.convert.analysis import Facts, dotted, keyword, positional, walk
 from distrun.convert.plan import Plan, expression, keyword_arg, statements, with_commas
 from distrun.convert.transforms.model import WrappedModel, references
 
@@ -67,7 +67,7 @@ def shard_evaluation(facts: Facts, plan: Plan, call: cst.Call, names: set[str],
 def _sums(facts: Facts, loop: cst.For) -> list[str]:
     """Names set to a number before `loop` (in its function) and `+=`-ed inside it."""
     added = []
-    for node in _walk(loop.body):
+    for node in walk(loop.body):
         if isinstance(node, cst.AugAssign) and isinstance(node.operator, cst.AddAssign):
             name = dotted(node.target)
             if name and "." not in name and name not in added:
@@ -122,9 +122,3 @@ def _in_with(facts: Facts, loop: cst.For) -> cst.With | None:
         return parent
     return None
 
-
-def _walk(node: cst.CSTNode) -> list[cst.CSTNode]:
-    found = [node]
-    for child in node.children:
-        found += _walk(child)
-    return found
