@@ -98,9 +98,15 @@ def resolve(req: LaunchRequest, environ: Mapping[str, str] | None = None) -> Lau
         if not key or not key.replace("_", "a").isalnum() or key[0].isdigit():
             raise LaunchError(f"--env {key!r}: not a valid environment variable name")
     env = dict(req.env)
+    local_addr = None
     if max_nodes > 1:
-        _pick_interface(endpoint.rpartition(":")[0] if endpoint else master_addr, env, environ,
-                        notes)
+        local_addr = _pick_interface(endpoint.rpartition(":")[0] if endpoint else master_addr,
+                                     env, environ, notes)
+    if not endpoint:
+        local_addr = None  # static: workers meet at --master-addr; c10d: at node 0's address
+    elif local_addr:
+        notes.append(f"this node's address for the other nodes: {local_addr} "
+                     "(torchrun --local-addr)")
     is_host = False
     if endpoint:
         # torchrun decides who hosts the c10d store by the hostname, which often resolves
@@ -121,7 +127,7 @@ def resolve(req: LaunchRequest, environ: Mapping[str, str] | None = None) -> Lau
         script=script, script_args=tuple(req.script_args), module=req.module,
         nproc_per_node=nproc, min_nodes=min_nodes, max_nodes=max_nodes, node_rank=node_rank,
         master_addr=master_addr, master_port=master_port, rdzv_backend=rdzv_backend,
-        rdzv_endpoint=endpoint, rdzv_is_host=is_host,
+        rdzv_endpoint=endpoint, rdzv_is_host=is_host, local_addr=local_addr,
         rdzv_id=req.rdzv_id or KEYS["rdzv"].keys["id"].default,
         max_restarts=req.max_restarts or KEYS["max_restarts"].default, log_dir=log_dir,
         launcher=launcher,
@@ -195,27 +201,30 @@ def _endpoint(text: str) -> str:
 
 
 def _pick_interface(host: str, env: dict[str, str], environ: Mapping[str, str],
-                    notes: list[str]) -> None:
+                    notes: list[str]) -> str | None:
     """Multi-node: gloo and NCCL advertise the address the hostname resolves to, often a
     loopback address (then the job hangs at init). Use the interface whose route reaches
-    the master, unless the user chose one."""
-    from distrun.netinfo import interface_for
+    the master, unless the user chose one. Returns this node's address on that route
+    (None when it is loopback or unknown): with c10d, torchrun tells the other nodes to
+    meet node 0 at its hostname unless given --local-addr, the same trap."""
+    from distrun.netinfo import interfaces, route_source
 
-    wanted = [v for v in ("GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME")
-              if v not in env and v not in environ]
-    if not wanted:
-        return
     try:
         ip = socket.gethostbyname(host)
     except OSError:
-        return
-    name = interface_for(ip)
-    if name is None or name.startswith("lo"):
-        return
+        return None
+    source = route_source(ip)
+    name = next((n for n, a in interfaces().items() if a == source), None)
+    if source is None or name is None or name.startswith("lo"):
+        return None
+    wanted = [v for v in ("GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME")
+              if v not in env and v not in environ]
     for var in wanted:
         env[var] = name
-    chosen = " and ".join(f"{v}={name}" for v in wanted)
-    notes.append(f"network interface {name} reaches {host}: {chosen}")
+    if wanted:
+        chosen = " and ".join(f"{v}={name}" for v in wanted)
+        notes.append(f"network interface {name} reaches {host}: {chosen}")
+    return source
 
 
 def free_port(host: str = "127.0.0.1") -> int:

@@ -49,6 +49,7 @@ class LaunchSpec:
     rdzv_endpoint: str | None = None
     rdzv_id: str = "none"
     rdzv_is_host: bool = False  # this node owns the c10d endpoint's address
+    local_addr: str | None = None  # c10d: the address other nodes reach this node at
     max_restarts: int = 0
     log_dir: str | None = None
     launcher: str = "torchrun"

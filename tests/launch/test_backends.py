@@ -36,6 +36,24 @@ GOLDEN = {
         f"{PY} -m torch.distributed.run --nproc-per-node=8 --nnodes=1:4 --rdzv-backend=c10d "
         "--rdzv-endpoint=head:29400 --rdzv-id=job7 --max-restarts=3 -m pkg.train",
     ),
+    "torchrun-c10d-host-node-with-its-address": (
+        LaunchSpec(**BASE, nproc_per_node=1, min_nodes=2, max_nodes=2, rdzv_backend="c10d",
+                   rdzv_endpoint="10.0.0.1:29400", rdzv_id="j", rdzv_is_host=True,
+                   local_addr="10.0.0.1"),
+        f"{PY} -m torch.distributed.run --nproc-per-node=1 --nnodes=2 --rdzv-backend=c10d "
+        "--rdzv-endpoint=10.0.0.1:29400 --rdzv-id=j --rdzv-conf=is_host=1 "
+        "--local-addr=10.0.0.1 --max-restarts=0 --log-dir=/logs --redirects=3 --tee=3 "
+        "train.py --epochs 3",
+    ),
+    "accelerate-c10d-host-node": (
+        LaunchSpec(**BASE, launcher="accelerate", nproc_per_node=1, min_nodes=2, max_nodes=2,
+                   rdzv_backend="c10d", rdzv_endpoint="10.0.0.1:29400", rdzv_is_host=True,
+                   local_addr="10.0.0.1"),
+        f"{PY} -m accelerate.commands.launch --num_processes=2 --num_machines=2 "
+        "--mixed_precision=no --dynamo_backend=no --multi_gpu --machine_rank=0 "
+        "--rdzv_backend=c10d --main_process_ip=10.0.0.1 --main_process_port=29400 "
+        "--rdzv_conf=is_host=1 --max_restarts=0 --log_dir=/logs --tee=3 train.py --epochs 3",
+    ),
     "accelerate-single-node": (
         LaunchSpec(**BASE, launcher="accelerate", nproc_per_node=2, master_port=30001,
                    mixed_precision="bf16"),
@@ -75,6 +93,13 @@ def test_every_backend_exports_mixed_precision_and_user_env() -> None:
         assert env["ACCELERATE_MIXED_PRECISION"] == "fp16"
         assert env["WANDB_MODE"] == "offline"
         assert env["PYTHONUNBUFFERED"] == "1"
+
+
+def test_accelerate_gets_the_local_address_through_torchruns_environment() -> None:
+    spec = LaunchSpec(script="t.py", launcher="accelerate", min_nodes=2, max_nodes=2,
+                      rdzv_backend="c10d", rdzv_endpoint="h:1", local_addr="10.0.0.2")
+    assert build(spec).env["PET_LOCAL_ADDR"] == "10.0.0.2"
+    assert "PET_LOCAL_ADDR" not in build(LaunchSpec(script="t.py", launcher="accelerate")).env
 
 
 def test_cli_dry_run_prints_the_command_and_starts_nothing(tmp_path: Path) -> None:

@@ -95,9 +95,6 @@ def test_static_rendezvous_across_hosts(two_hosts: tuple[str, str, str],
     assert "GLOO_SOCKET_IFNAME=" in results[1].stderr  # chosen, and said
 
 
-@pytest.mark.skip(reason="known gap (issue 7): across namespaces the c10d rendezvous still "
-                  "times out although distrun passes is_host=1 to the endpoint's node; "
-                  "c10d on one host is tested in tests/launch/test_run.py")
 def test_c10d_rendezvous_across_hosts(two_hosts: tuple[str, str, str],
                                       tmp_path: Path) -> None:
     a, b, master = two_hosts
@@ -107,3 +104,7 @@ def test_c10d_rendezvous_across_hosts(two_hosts: tuple[str, str, str],
               "--rdzv-id", "netns-test"]
     results = _launch_on([a, b], [common, common], script)
     assert _world(results) == ["rank 0 world 2 sum 3", "rank 1 world 2 sum 3"]
+    # torchrun would tell node b to meet node 0 at its hostname (loopback): distrun gives
+    # each node its own address on the route to the endpoint.
+    assert f"this node's address for the other nodes: {master}" in results[0].stderr
+    assert "this node hosts the c10d rendezvous" in results[0].stderr

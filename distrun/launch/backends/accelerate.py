@@ -33,8 +33,13 @@ def build(spec: LaunchSpec) -> Command:
         host, _, port = (spec.rdzv_endpoint or "").rpartition(":")
         argv += [f"--rdzv_backend={spec.rdzv_backend}", f"--main_process_ip={host}",
                  f"--main_process_port={port}"]
+        if spec.rdzv_is_host:
+            argv.append("--rdzv_conf=is_host=1")
     argv.append(f"--max_restarts={spec.max_restarts}")
     if spec.log_dir:
         argv += [f"--log_dir={spec.log_dir}", "--tee=3"]
     argv += target(spec)
-    return Command(argv=argv, env=job_env(spec))
+    env = job_env(spec)
+    if spec.local_addr:  # accelerate has no flag for it; torchrun reads it from PET_LOCAL_ADDR
+        env["PET_LOCAL_ADDR"] = spec.local_addr
+    return Command(argv=argv, env=env)

@@ -23,6 +23,8 @@ def build(spec: LaunchSpec) -> Command:
                  f"--rdzv-id={spec.rdzv_id}"]
         if spec.rdzv_is_host:
             argv.append("--rdzv-conf=is_host=1")
+        if spec.local_addr:
+            argv.append(f"--local-addr={spec.local_addr}")
     argv += [f"--max-restarts={spec.max_restarts}"]
     if spec.log_dir:
         argv += [f"--log-dir={spec.log_dir}", "--redirects=3", "--tee=3"]
