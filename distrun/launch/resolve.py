@@ -76,6 +76,7 @@ def resolve(req: LaunchRequest, environ: Mapping[str, str] | None = None) -> Lau
                           "add --master-addr HOST (node 0's address, the same on every node), "
                           "or --rdzv-endpoint HOST:PORT on every node")
     master_addr = master_addr or "127.0.0.1"
+    _check_host("--master-addr", master_addr)
     if master_port is not None and not 1 <= master_port <= 65535:
         raise LaunchError(f"--master-port {master_port} is outside 1..65535")
     if master_port is None:
@@ -150,8 +151,12 @@ def _script(req: LaunchRequest) -> str:
     if req.module:
         return req.script
     path = Path(req.script)
-    if not path.is_file():
-        what = "is a directory" if path.is_dir() else "no such file"
+    try:
+        is_file, is_dir = path.is_file(), path.is_dir()
+    except OSError as err:  # a name longer than the file system allows
+        raise LaunchError(f"{req.script[:80]!r}: {err.strerror}") from None
+    if not is_file:
+        what = "is a directory" if is_dir else "no such file"
         raise LaunchError(f"{req.script}: {what}", "give the path of the Python script to run "
                           "(or -m MODULE for a module)")
     return req.script
@@ -193,11 +198,21 @@ def _nnodes(text: str) -> tuple[int, int]:
 
 def _endpoint(text: str) -> str:
     host, sep, port = text.rpartition(":")
+    _check_host("--rdzv-endpoint", host if sep else text)
     if not sep:
         return f"{text}:{DEFAULT_RDZV_PORT}"
     if not host or not port.isdigit() or not 1 <= int(port) <= 65535:
         raise LaunchError(f"--rdzv-endpoint {text!r}: give HOST:PORT with a port in 1..65535")
     return text
+
+
+def _check_host(flag: str, host: str) -> None:
+    """Refuse a name no resolver takes (an empty label, one over 63 characters): looking it
+    up fails with a codec error, not an answer."""
+    try:
+        host.encode("idna")
+    except UnicodeError:
+        raise LaunchError(f"{flag} {host[:80]!r}: not a valid host name or address") from None
 
 
 def _pick_interface(host: str, env: dict[str, str], environ: Mapping[str, str],
@@ -214,6 +229,11 @@ def _pick_interface(host: str, env: dict[str, str], environ: Mapping[str, str],
     except OSError:
         return None
     source = route_source(ip)
+    if source is None:
+        raise LaunchError(f"no route from this node to {host}" + (f" ({ip})" if ip != host
+                                                                  else ""),
+                          "check the address of node 0 (--master-addr / --rdzv-endpoint) and "
+                          "this node's network (`ip route get ADDRESS` shows the way out)")
     name = next((n for n, a in interfaces().items() if a == source), None)
     if source is None or name is None or name.startswith("lo"):
         return None

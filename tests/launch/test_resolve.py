@@ -41,6 +41,10 @@ BAD = [
     ("bad env name", dict(env={"1X": "y"}), "not a valid environment variable"),
     ("negative timeout", dict(timeout=-1.0), "positive"),
     ("gpu on a CPU machine", dict(nproc_per_node="gpu"), "no CUDA GPU"),
+    ("empty host label", dict(nnodes="2", master_addr="node..lan"), "not a valid host name"),
+    ("endpoint host too long", dict(nnodes="2", rdzv_endpoint="h" * 300 + ":29400"),
+     "not a valid host name"),
+    ("script name too long", dict(script="s" * 5000), "File name too long"),
 ]
 
 
