@@ -66,6 +66,15 @@ def launch_report(result: RunResult, spec: LaunchSpec) -> str:
     if result.reason == "interrupted":
         lines.append(f"distrun: job stopped by {result.detail} after {result.seconds:.1f} s; "
                      "every process was ended")
+    elif result.reason == "hung" and spec.max_nodes > 1 and not _started(result):
+        meet = spec.rdzv_endpoint or f"{spec.master_addr}:{spec.master_port}"
+        lines.append(f"distrun: error: this node did not meet the other nodes within "
+                     f"{spec.timeout:g} s: no worker started; the rendezvous at {meet} never "
+                     "completed; the job was stopped (--timeout)")
+        lines.append(f"  hint: check that {meet.rpartition(':')[0]} is node 0's address and "
+                     "that its port is reachable from here (`distrun doctor --master-addr "
+                     f"{meet.rpartition(':')[0]} --master-port {meet.rpartition(':')[2]}` on "
+                     "this node), and that every node was started with the same --nnodes")
     elif result.reason == "hung":
         lines.append(f"distrun: error: the job made no progress: {result.detail}; it was "
                      "stopped (--timeout)")
@@ -79,11 +88,31 @@ def launch_report(result: RunResult, spec: LaunchSpec) -> str:
                          f"{failure.host}: {failure.how} [{cause}]")
             if failure.error:
                 lines += [f"    | {line}" for line in failure.error.splitlines()]
+                lines += _lost_peer_lines(failure.error, spec)
         if result.detail:
             lines.append(result.detail)
     if result.log_dir:
         lines.append(f"  logs of every rank: {result.log_dir}")
     return "\n".join(lines)
+
+
+def _started(result: RunResult) -> bool:
+    from distrun.launch.failures import workers_started
+
+    return workers_started(result.log_dir)
+
+
+def _lost_peer_lines(error: str, spec: LaunchSpec) -> list[str]:
+    from distrun.launch.failures import lost_peer
+
+    peer = lost_peer(error)
+    if peer is None:
+        return []
+    where = f"the process at {peer}" if peer else "a peer process"
+    node = ("; it may be another node: look at that node's output and logs"
+            if spec.max_nodes > 1 else "")
+    return [f"  lost peer: {where} went away (crashed, killed, or cut off from the network) "
+            f"and this rank failed because of it{node}"]
 
 
 def doctor_table(results: list[CheckResult]) -> str:

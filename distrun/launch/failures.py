@@ -66,3 +66,23 @@ def read_error(log_dir: str, local_rank: int) -> str:
     if len(tail) > MAX_ERROR_LINES:
         tail = [tail[0], "  ...", *tail[-(MAX_ERROR_LINES - 2):]]
     return "\n".join(tail).strip()
+
+
+_PEER_LOST = re.compile(
+    r"(?:Connection closed by peer|Connection reset by peer|Read error|Write error)\s*"
+    r"\[(?P<addr>[^\]]+)\]")
+_NCCL_PEER_LOST = re.compile(r"remote process exited or there was a network error")
+
+
+def lost_peer(error: str) -> str | None:
+    """The address of the peer whose loss this rank's error reports ("" when the error says
+    a peer went away but not which): this rank is then a casualty, not the cause."""
+    match = _PEER_LOST.search(error)
+    if match:
+        return match["addr"]
+    return "" if _NCCL_PEER_LOST.search(error) else None
+
+
+def workers_started(log_dir: str | None) -> bool:
+    """Whether the launcher got as far as starting workers (it makes a folder per attempt)."""
+    return bool(log_dir) and any(Path(str(log_dir)).glob("*/attempt_*"))

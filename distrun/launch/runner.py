@@ -37,6 +37,12 @@ EXIT_HUNG = 124
 GRACE_SECONDS = 5.0
 _TAG = re.compile(r"^\[[A-Za-z_]*(\d+)\]:")
 _AGENT_TRACE = re.compile(r"^Traceback \(most recent call last\):|ChildFailedError|^=+$")
+# The launcher's own log lines (c10d's glog "[W1121 ...]" and torch elastic's "W1121 ..."):
+# not progress of the job, so they do not reset the hang detector (a node retrying a wrong
+# address prints them for ever).
+_AGENT_LOG = re.compile(r"^\[?[IWEF]\d{4} \d\d:\d\d:\d\d")
+# C++ stack frames c10d appends to each retry warning: noise, never shown.
+_AGENT_FRAMES = re.compile(r"^frame #\d+: |^<omitting python frames>$|^Exception raised from ")
 
 
 @dataclass
@@ -133,11 +139,15 @@ class _Watcher:
         for raw in iter(stream.readline, b""):
             line = raw.decode("utf-8", errors="replace").rstrip("\n")
             with self.lock:
-                self.last_output = time.monotonic()
                 tag = _TAG.match(line)
+                if tag or not (_AGENT_LOG.match(line) or _AGENT_FRAMES.match(line)
+                               or not line.strip()):
+                    self.last_output = time.monotonic()
                 if tag:
                     if not self.quiet:
                         self.show(line[tag.end():], to_stderr)
+                    continue
+                if _AGENT_FRAMES.match(line):
                     continue
                 self.agent_lines.append(line)
                 if _AGENT_TRACE.search(line):

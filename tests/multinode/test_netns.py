@@ -5,10 +5,13 @@ interface that reaches the master by itself (these tests set no *_SOCKET_IFNAME)
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -22,6 +25,22 @@ import sys, torch, torch.distributed as dist
 dist.init_process_group("gloo")
 t = torch.tensor([float(dist.get_rank() + 1)]); dist.all_reduce(t)
 sys.stdout.write(f"rank {dist.get_rank()} world {dist.get_world_size()} sum {t.item():g}\\n")
+dist.destroy_process_group()
+"""
+
+# Steps of all-reduce until STEPS (argv[1]); rank 0 reports every 10th step.
+TRAIN = """\
+import os, sys, time, torch, torch.distributed as dist
+dist.init_process_group("gloo")
+rank, world = dist.get_rank(), dist.get_world_size()
+restart = os.environ.get("TORCHELASTIC_RESTART_COUNT")
+sys.stdout.write(f"start rank {rank} world {world} restart {restart}\\n")
+for step in range(int(sys.argv[1])):
+    t = torch.ones(1); dist.all_reduce(t)
+    if rank == 0 and step % 10 == 0:
+        sys.stdout.write(f"step {step} world {int(t.item())}\\n")
+    time.sleep(0.05)
+sys.stdout.write(f"done rank {rank} world {world}\\n")
 dist.destroy_process_group()
 """
 
@@ -60,19 +79,50 @@ def two_hosts() -> Iterator[tuple[str, str, str]]:
             subprocess.run(["ip", "netns", "del", ns], capture_output=True)
 
 
-def _launch_on(namespaces: list[str], per_node: list[list[str]], script: Path
-               ) -> list[subprocess.CompletedProcess[str]]:
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME")}
-    procs = [subprocess.Popen(["ip", "netns", "exec", ns, sys.executable, "-m", "distrun",
-                               "launch", "--timeout", "60", *args, str(script)], env=env,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+def _env() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items()
+            if k not in ("GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME")}
+
+
+def _start(ns: str, args: list[str], script: Path, timeout: int = 60, steps: int | None = None
+           ) -> subprocess.Popen[str]:
+    """`distrun launch` as one node, inside namespace `ns`."""
+    extra = [] if steps is None else [str(steps)]
+    return subprocess.Popen(["ip", "netns", "exec", ns, sys.executable, "-m", "distrun",
+                             "launch", "--timeout", str(timeout), *args, str(script), *extra],
+                            env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+
+
+def _launch_on(namespaces: list[str], per_node: list[list[str]], script: Path,
+               timeout: int = 60) -> list[subprocess.CompletedProcess[str]]:
+    procs = [_start(ns, args, script, timeout)
              for ns, args in zip(namespaces, per_node, strict=True)]
     results = []
     for proc in procs:
         out, err = proc.communicate(timeout=150)
         results.append(subprocess.CompletedProcess(proc.args, proc.returncode, out, err))
     return results
+
+
+def _wait_for_line(proc: subprocess.Popen[str], prefix: str, limit: float = 60) -> str:
+    """Read `proc`'s stdout until a line starts with `prefix` (the lines read are lost)."""
+    assert proc.stdout is not None
+    deadline = time.monotonic() + limit
+    while time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        if line.startswith(prefix):
+            return line
+        if not line and proc.poll() is not None:
+            break
+    raise AssertionError(f"no line starting with {prefix!r} from {proc.args}")
+
+
+def _alive_in(ns: str) -> list[str]:
+    """Processes still running inside namespace `ns`."""
+    time.sleep(0.5)
+    return subprocess.run(["ip", "netns", "pids", ns], capture_output=True, text=True
+                          ).stdout.split()
 
 
 def _world(results: list[subprocess.CompletedProcess[str]]) -> list[str]:
@@ -108,3 +158,128 @@ def test_c10d_rendezvous_across_hosts(two_hosts: tuple[str, str, str],
     # each node its own address on the route to the endpoint.
     assert f"this node's address for the other nodes: {master}" in results[0].stderr
     assert "this node hosts the c10d rendezvous" in results[0].stderr
+
+
+def test_unreachable_master_is_refused_before_anything_starts(two_hosts: tuple[str, str, str],
+                                                             tmp_path: Path) -> None:
+    _, b, _ = two_hosts
+    script = tmp_path / "job.py"
+    script.write_text(JOB)
+    (result,) = _launch_on([b], [["--nnodes", "2", "--node-rank", "1",
+                                  "--master-addr", "10.214.0.1"]], script)
+    assert result.returncode == 2, result.stderr
+    assert "no route from this node to 10.214.0.1" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize("how", ["static", "c10d"])
+def test_wrong_master_address_fails_within_the_timeout(two_hosts: tuple[str, str, str],
+                                                       tmp_path: Path, how: str) -> None:
+    """Nobody answers at node 0's supposed address: torchrun would retry for 15 minutes
+    (its retry warnings are not progress); distrun stops at --timeout and says why."""
+    _, b, master = two_hosts
+    wrong = master.rpartition(".")[0] + ".9"
+    script = tmp_path / "job.py"
+    script.write_text(JOB)
+    where = (["--node-rank", "1", "--master-addr", wrong] if how == "static"
+             else ["--rdzv-endpoint", f"{wrong}:29613"])
+    started = time.monotonic()
+    (result,) = _launch_on([b], [["--nnodes", "2", *where]], script, timeout=6)
+    elapsed = time.monotonic() - started
+    assert result.returncode == 124, result.stderr
+    assert "did not meet the other nodes within 6 s" in result.stderr
+    assert f"check that {wrong} is node 0's address" in result.stderr
+    assert "frame #" not in result.stderr  # c10d's C++ stack dumps are not shown
+    assert elapsed < 6 + 12
+
+
+def test_a_lost_node_ends_the_job_on_the_others_and_is_named(two_hosts: tuple[str, str, str],
+                                                             tmp_path: Path) -> None:
+    """Node b (all its processes) is killed mid-run: node a ends within seconds, and its
+    report says the peer at b's address went away."""
+    a, b, master = two_hosts
+    script = tmp_path / "train.py"
+    script.write_text(TRAIN)
+    common = ["--nnodes", "2", "--nproc-per-node", "1", "--master-addr", master,
+              "--master-port", "29614"]
+    procs = [_start(ns, [*common, "--node-rank", str(rank)], script, steps=100000)
+             for rank, ns in enumerate((a, b))]
+    _wait_for_line(procs[0], "step ")
+    killed_at = time.monotonic()
+    for pid in subprocess.run(["ip", "netns", "pids", b], capture_output=True, text=True,
+                              check=True).stdout.split():
+        os.kill(int(pid), signal.SIGKILL)
+    out, err = procs[0].communicate(timeout=60)
+    ended_in = time.monotonic() - killed_at
+    procs[1].communicate(timeout=10)
+    assert procs[0].returncode == 1, out + err
+    assert ended_in < 15, ended_in
+    b_address = master.rpartition(".")[0] + ".2"
+    assert f"lost peer: the process at {b_address}" in err
+    assert "another node" in err
+    assert not _alive_in(a), "node a left processes behind"
+
+
+def test_elastic_job_restarts_a_failed_node_and_it_rejoins(two_hosts: tuple[str, str, str],
+                                                           tmp_path: Path) -> None:
+    """--nnodes 1:2 --max-restarts: node b's worker is killed mid-run; b's launcher restarts
+    it, both nodes meet again in a new rendezvous round, and the job finishes with world 2.
+    (Killing b's launcher too and starting a new one hits a torchrun bug, pytorch#147064:
+    the surviving node fails at the next round.)"""
+    a, b, master = two_hosts
+    script = tmp_path / "train.py"
+    script.write_text(TRAIN)
+    common = ["--nnodes", "1:2", "--nproc-per-node", "1", "--max-restarts", "3",
+              "--rdzv-endpoint", f"{master}:29615", "--rdzv-id", "elastic-test"]
+    procs = [_start(ns, common, script, timeout=90, steps=200) for ns in (a, b)]
+    _wait_for_line(procs[0], "step 10 ")
+    workers = [pid for pid in _alive_in(b)
+               if "train.py" in Path(f"/proc/{pid}/cmdline").read_text(errors="replace")
+               and "torch.distributed.run" not in Path(f"/proc/{pid}/cmdline").read_text()
+               and "distrun" not in Path(f"/proc/{pid}/cmdline").read_text()]
+    assert len(workers) == 1, workers
+    os.kill(int(workers[0]), signal.SIGKILL)
+    (out_a, err_a), (out_b, err_b) = (p.communicate(timeout=150) for p in procs)
+    assert procs[0].returncode == 0, out_a + err_a
+    assert procs[1].returncode == 0, out_b + err_b
+    restarts = [int(line.split()[-1]) for line in out_b.splitlines()
+                if line.startswith("start rank 1 world 2 restart ")]
+    assert restarts[0] == 0 and max(restarts) >= 1, out_b
+    assert "done rank 0 world 2" in out_a and "done rank 1 world 2" in out_b
+
+
+def _doctor_in(ns: str, address: str, port: int) -> tuple[int, dict[str, dict[str, str]]]:
+    result = subprocess.run(["ip", "netns", "exec", ns, sys.executable, "-m", "distrun",
+                             "doctor", "--json", "--no-smoke", "--nnodes", "2",
+                             "--master-addr", address, "--master-port", str(port)],
+                            env=_env(), capture_output=True, text=True, timeout=60)
+    return result.returncode, {c["name"]: c for c in json.loads(result.stdout)}
+
+
+def test_doctor_on_a_node_reports_whether_the_master_port_is_reachable(
+        two_hosts: tuple[str, str, str]) -> None:
+    a, b, master = two_hosts
+    listener = subprocess.Popen(
+        ["ip", "netns", "exec", a, sys.executable, "-c",
+         "import socket, sys, time\n"
+         f"s = socket.create_server(('{master}', 29616))\n"
+         "sys.stdout.write('listening\\n'); sys.stdout.flush(); time.sleep(60)\n"],
+        stdout=subprocess.PIPE, text=True)
+    try:
+        _wait_for_line(listener, "listening")
+        code, checks = _doctor_in(b, master, 29616)
+        assert checks["master port"]["status"] == "ok", checks["master port"]
+        assert checks["interface"]["detail"].endswith(f"leaves through {b[:-1]}y"), checks
+        hostname = checks["hostname"]
+        assert hostname["status"] == "warn" and f"GLOO_SOCKET_IFNAME={b[:-1]}y" in hostname["hint"]
+    finally:
+        listener.kill()
+        listener.wait()
+    code, checks = _doctor_in(b, master, 29616)  # node 0 not started yet: a warning
+    assert checks["master port"]["status"] == "warn" and "refused" in checks["master port"][
+        "detail"]
+    wrong = master.rpartition(".")[0] + ".9"
+    code, checks = _doctor_in(b, wrong, 29616)  # nobody at that address: a failure
+    assert code == 1
+    assert checks["master port"]["status"] == "fail", checks["master port"]
+    assert "not reachable" in checks["master port"]["detail"]
