@@ -30,8 +30,10 @@ KEYS: dict[str, Key] = {
     "script": Key("str", "The training script (or module, with module: true)."),
     "script_args": Key("list", "Arguments passed to the script.", []),
     "module": Key("bool", "Run `script` as a module, like python -m.", False),
-    "nnodes": Key("nnodes", "Number of nodes, or MIN:MAX for an elastic job.", 1),
-    "nproc_per_node": Key("nproc", "Processes per node: a number, or auto, gpu, cpu.", 1),
+    "nnodes": Key("nnodes", "Number of nodes, or MIN:MAX for an elastic job.", 1,
+                  maximum=65536),
+    "nproc_per_node": Key("nproc", "Processes per node: a number, or auto, gpu, cpu.", 1,
+                          maximum=4096),
     "node_rank": Key("int", "This node's rank (static rendezvous).", 0, minimum=0),
     "master_addr": Key("str", "Address of node 0 (static rendezvous)."),
     "master_port": Key("int", "Port on node 0 (default: free port on one node, 29500 on "
