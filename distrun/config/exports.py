@@ -200,12 +200,14 @@ def _kubernetes(config: Config, r: dict[str, Any]) -> str:
         container["workingDir"] = k["working_dir"]
     if r["env"]:
         container["env"] = [{"name": n, "value": v} for n, v in sorted(r["env"].items())]
-    resources_: dict[str, Any] = {}
+    # Quantities as strings ('4', not 4): their type in the Kubernetes OpenAPI spec, and the
+    # form the API server gives back (the operator's CRD also takes integers).
+    resources_: dict[str, str] = {}
     if k["gpus_per_node"]:
-        resources_["nvidia.com/gpu"] = k["gpus_per_node"]
+        resources_["nvidia.com/gpu"] = str(k["gpus_per_node"])
     for key in ("cpu", "memory"):
         if k[key]:
-            resources_[key] = k[key]
+            resources_[key] = str(k[key])
     if resources_:
         container["resources"] = {"limits": resources_, "requests": dict(resources_)}
     master["restartPolicy"] = k["restart_policy"]
