@@ -51,6 +51,12 @@ def export(config: Config, fmt: str) -> str:
     if not r["script"]:
         raise InputError(f"{config.path}: no `script` set: an export needs the script to run",
                          "add `script: train.py` to the file")
+    low, high = node_range(r["nnodes"])
+    if (fmt in ("torchrun", "accelerate") and high > 1 and not r["master_addr"]
+            and not r["rdzv"]["endpoint"]):
+        raise InputError(f"{config.path}: a {fmt} command for a multi-node job needs node 0's "
+                         "address", "set master_addr (or rdzv.endpoint) in the file; the "
+                         "slurm and kubernetes exports read it from the job instead")
     return {"torchrun": _torchrun, "accelerate": _accelerate, "slurm": _slurm,
             "kubernetes": _kubernetes}[fmt](config, r)
 

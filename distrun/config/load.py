@@ -456,8 +456,9 @@ def _cross_checks(config: Config) -> None:
     rdzv = v["rdzv"]
     c10d = rdzv["backend"] == "c10d" or bool(rdzv["endpoint"])
     if high > 1 and not c10d and not v["master_addr"]:
-        add("nnodes", f"nnodes {v['nnodes']}: a multi-node job needs master_addr (node 0's "
-            "address) or rdzv.endpoint")
+        add("nnodes", f"nnodes {v['nnodes']} without master_addr: fine under SLURM or a "
+            "Kubernetes PyTorchJob (launch reads node 0's address from the job); anywhere else "
+            "set master_addr (node 0's address) or rdzv.endpoint", "warning")
     if low != high and not c10d:
         add("nnodes", f"nnodes {v['nnodes']} is elastic: set rdzv.endpoint (c10d rendezvous)")
     if rdzv["backend"] == "c10d" and not rdzv["endpoint"]:

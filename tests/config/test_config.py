@@ -36,7 +36,6 @@ BAD = {
     "section not a map": ("slurm: gpu\n", 1, "slurm", "must be a mapping"),
     "bad slurm time": ("slurm:\n  time: soon\n", 2, "slurm.time", "expected form"),
     "duplicate key": ("nnodes: 1\nnnodes: 2\nmaster_addr: h\n", 2, "nnodes", "duplicate key"),
-    "multi-node without address": ("nnodes: 2\n", 1, "nnodes", "needs master_addr"),
     "node rank outside": ("nnodes: 2\nmaster_addr: h\nnode_rank: 2\n", 3, "node_rank",
                           "outside 0..1"),
     "elastic without rendezvous": ("nnodes: '1:4'\nmaster_addr: h\n", 1, "nnodes",
@@ -57,6 +56,24 @@ def test_bad_file_names_the_line_and_key(case: str) -> None:
     assert len(errors) == 1, errors
     assert (errors[0].line, errors[0].key) == (line, key)
     assert words in errors[0].message
+
+
+def test_multi_node_without_address_is_a_warning_the_scheduler_answers() -> None:
+    """Under SLURM or a PyTorchJob, launch reads node 0's address from the job."""
+    (problem,) = parse("nnodes: 2\n", "distrun.yaml").problems
+    assert (problem.severity, problem.line, problem.key) == ("warning", 1, "nnodes")
+    assert "fine under SLURM" in problem.message
+
+
+@pytest.mark.parametrize("fmt", ["torchrun", "accelerate"])
+def test_command_export_of_a_multi_node_job_needs_the_address(tmp_path: Path, fmt: str
+                                                              ) -> None:
+    path = tmp_path / "distrun.yaml"
+    path.write_text("script: train.py\nnnodes: 2\nnproc_per_node: 2\n")
+    result = distrun("config", "export", "--format", fmt, str(path))
+    assert result.returncode == 2, result.stdout
+    assert "needs node 0's address" in result.stderr and "Traceback" not in result.stderr
+    assert distrun("config", "export", "--format", "slurm", str(path)).returncode == 0
 
 
 def test_every_problem_is_listed_at_once(tmp_path: Path) -> None:

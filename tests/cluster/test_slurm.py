@@ -1,0 +1,109 @@
+"""distrun on a real SLURM cluster: two nodes (each its own network namespace and address),
+slurmctld, slurmd and munge really running (see conftest.py and slurm_rig.sh).
+
+- The sbatch script of `distrun config export --format slurm` runs `distrun launch` under
+  srun on both nodes; each reads its rank, the node count and node 0's address from
+  SLURM's variables, and the world forms across the two addresses.
+- `srun distrun launch` directly does the same.
+- A crashing rank fails the SLURM job, with distrun's report in the job's output.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = [pytest.mark.e2e, pytest.mark.cluster]
+
+JOB = """\
+import os, sys, torch, torch.distributed as dist
+dist.init_process_group("gloo")
+rank, world = dist.get_rank(), dist.get_world_size()
+if rank == int(os.environ.get("CRASH_RANK", "-1")):
+    raise RuntimeError(f"rank {rank} crashed on purpose")
+t = torch.tensor([float(rank + 1)]); dist.all_reduce(t)
+sys.stdout.write(f"rank {rank} world {world} sum {t.item():g} "
+                 f"via {os.environ.get('GLOO_SOCKET_IFNAME')}\\n")
+dist.destroy_process_group()
+"""
+
+
+def _job_dir(tmp_path: Path, config: str) -> Path:
+    (tmp_path / "job.py").write_text(JOB)
+    venv_bin = Path(sys.executable).parent
+    (tmp_path / "distrun.yaml").write_text(config + (
+        "slurm:\n"
+        "  job_name: distrun-rig\n"
+        '  time: "00:05:00"\n'
+        "  setup:\n"
+        f"    - export PATH={venv_bin}:$PATH\n"))
+    return tmp_path
+
+
+def _export(where: Path) -> Path:
+    result = subprocess.run([sys.executable, "-m", "distrun", "config", "export", "--format",
+                             "slurm", "distrun.yaml"], cwd=where, capture_output=True,
+                            text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    script = where / "job.sbatch"
+    script.write_text(result.stdout)
+    return script
+
+
+def _sbatch(script: Path, env: dict[str, str]) -> tuple[int, str, str]:
+    """Submit and wait; returns sbatch's exit code, the job id and the job's output."""
+    result = subprocess.run(["sbatch", "--wait", script.name], cwd=script.parent, env=env,
+                            capture_output=True, text=True, timeout=240)
+    match = re.search(r"Submitted batch job (\d+)", result.stdout)
+    assert match, result.stdout + result.stderr
+    job = match[1]
+    output = (script.parent / f"distrun-{job}.out").read_text()
+    return result.returncode, job, output
+
+
+def _ranks(output: str) -> list[str]:
+    return sorted(line for line in output.splitlines() if line.startswith("rank "))
+
+
+def test_exported_sbatch_script_runs_one_world_over_two_nodes(slurm: dict[str, str],
+                                                              tmp_path: Path) -> None:
+    where = _job_dir(tmp_path, "script: job.py\nnnodes: 2\nnproc_per_node: 2\ntimeout: 60\n")
+    code, job, output = _sbatch(_export(where), slurm)
+    assert code == 0, output
+    ranks = _ranks(output)
+    assert [line.rsplit(" via ", 1)[0] for line in ranks] == [
+        f"rank {r} world 4 sum 10" for r in range(4)], output
+    # two hosts: each node's ranks left through its own interface, chosen by distrun
+    assert {line.rsplit(" via ", 1)[1] for line in ranks} == {"drn1n", "drn2n"}, output
+    for node in (0, 1):
+        assert (f"from the SLURM job {job}: nnodes=2, node_rank={node}, master_addr=drn1"
+                in output), output
+
+
+def test_srun_distrun_launch_directly(slurm: dict[str, str], tmp_path: Path) -> None:
+    (tmp_path / "job.py").write_text(JOB)
+    result = subprocess.run(
+        ["srun", "--nodes=2", "--ntasks-per-node=1", "--kill-on-bad-exit=1",
+         sys.executable, "-m", "distrun", "launch", "--nproc-per-node", "1", "--timeout",
+         "60", "job.py"],
+        cwd=tmp_path, env=slurm, capture_output=True, text=True, timeout=240)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert [line.rsplit(" via ", 1)[0] for line in _ranks(result.stdout)] == [
+        "rank 0 world 2 sum 3", "rank 1 world 2 sum 3"], result.stdout + result.stderr
+
+
+def test_a_crashing_rank_fails_the_slurm_job_with_distruns_report(slurm: dict[str, str],
+                                                                  tmp_path: Path) -> None:
+    where = _job_dir(tmp_path, "script: job.py\nnnodes: 2\nnproc_per_node: 1\ntimeout: 60\n"
+                               "env:\n  CRASH_RANK: '1'\n")
+    code, job, output = _sbatch(_export(where), slurm)
+    assert code != 0, output
+    state = subprocess.run(["scontrol", "show", "job", job], env=slurm, capture_output=True,
+                           text=True, timeout=30).stdout
+    assert "JobState=FAILED" in state, state
+    assert "distrun: error: the job failed" in output, output
+    assert "rank 1 (local rank 0)" in output and "rank 1 crashed on purpose" in output, output
