@@ -145,13 +145,14 @@ def test_static_rendezvous_across_hosts(two_hosts: tuple[str, str, str],
     assert "GLOO_SOCKET_IFNAME=" in results[1].stderr  # chosen, and said
 
 
+@pytest.mark.parametrize("launcher", ["torchrun", "accelerate"])
 def test_c10d_rendezvous_across_hosts(two_hosts: tuple[str, str, str],
-                                      tmp_path: Path) -> None:
+                                      tmp_path: Path, launcher: str) -> None:
     a, b, master = two_hosts
     script = tmp_path / "job.py"
     script.write_text(JOB)
     common = ["--nnodes", "2", "--nproc-per-node", "1", "--rdzv-endpoint", f"{master}:29612",
-              "--rdzv-id", "netns-test"]
+              "--rdzv-id", "netns-test", "--launcher", launcher]
     results = _launch_on([a, b], [common, common], script)
     assert _world(results) == ["rank 0 world 2 sum 3", "rank 1 world 2 sum 3"]
     # torchrun would tell node b to meet node 0 at its hostname (loopback): distrun gives
