@@ -25,6 +25,27 @@ def distrun(*args: str, cwd: Path | None = None, env: dict[str, str] | None = No
     return run_cmd([sys.executable, "-m", "distrun", *args], cwd=cwd, env=env, timeout=timeout)
 
 
+def marked_processes(marker: Path) -> dict[int, str]:
+    """Live processes (pid: command line) that mention `marker` (the test's own folder)."""
+    found = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if str(marker) in cmdline and state != "Z":
+            found[int(entry.name)] = cmdline
+    return found
+
+
+def leftovers(marker: Path) -> list[str]:
+    """Command lines of live processes that mention `marker` (the test's own folder)."""
+    return list(marked_processes(marker).values())
+
+
 @pytest.fixture
 def corpus_dir() -> Path:
     return CORPUS

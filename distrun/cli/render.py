@@ -61,8 +61,16 @@ def dry_run(command: Command) -> str:
 
 def launch_report(result: RunResult, spec: LaunchSpec) -> str:
     if result.reason == "ok":
-        return ""
+        return "\n".join(_log_space_lines(result))
     lines: list[str] = []
+    if result.reason == "port-taken":
+        what = "master port" if result.detail == str(spec.master_port) else "port"
+        lines.append(f"distrun: error: {what} {result.detail} was taken by another process "
+                     "after distrun checked it was free, before torchrun could listen on it; "
+                     "no worker started")
+        lines.append("  hint: run again (a port left to distrun is chosen anew), or pass "
+                     "another --master-port")
+        return "\n".join(lines)
     if result.reason == "interrupted":
         lines.append(f"distrun: job stopped by {result.detail} after {result.seconds:.1f} s; "
                      "every process was ended")
@@ -78,8 +86,10 @@ def launch_report(result: RunResult, spec: LaunchSpec) -> str:
     elif result.reason == "hung":
         lines.append(f"distrun: error: the job made no progress: {result.detail}; it was "
                      "stopped (--timeout)")
-        lines.append("  hint: a rank may be waiting in a collective another rank never joins; "
-                     "NCCL_DEBUG=INFO or TORCH_DISTRIBUTED_DEBUG=DETAIL tell more")
+        lines += _ended_early_lines(result, "had already ended (exit code 0) while the others "
+                                    "waited for it") or [
+            "  hint: a rank may be waiting in a collective another rank never joins; "
+            "NCCL_DEBUG=INFO or TORCH_DISTRIBUTED_DEBUG=DETAIL tell more"]
     else:
         lines.append(f"distrun: error: the job failed after {result.seconds:.1f} s")
         for failure in result.failures:
@@ -89,11 +99,42 @@ def launch_report(result: RunResult, spec: LaunchSpec) -> str:
             if failure.error:
                 lines += [f"    | {line}" for line in failure.error.splitlines()]
                 lines += _lost_peer_lines(failure.error, spec)
+        lines += _ended_early_lines(result, "exit code 0 while the others still ran "
+                                    "[ended early]")
         if result.detail:
             lines.append(result.detail)
+    lines += _log_space_lines(result)
     if result.log_dir:
         lines.append(f"  logs of every rank: {result.log_dir}")
     return "\n".join(lines)
+
+
+def _ended_early_lines(result: RunResult, how: str) -> list[str]:
+    """The ranks that returned while others still needed them, and what that does."""
+    if not result.ended_early:
+        return []
+    host = f" on {result.failures[0].host}" if result.failures else ""
+    lines = []
+    for rank, local in result.ended_early:
+        who = f"rank {rank} (local rank {local})" if rank is not None else f"local rank {local}"
+        lines.append(f"  {who}{host}: {how}")
+    lines.append("  hint: a rank that returns before the others leaves them waiting for it in "
+                 "their next collective (gloo then reports a lost connection; NCCL may wait "
+                 "for ever): every rank must run the same collectives the same number of times")
+    return lines
+
+
+def _log_space_lines(result: RunResult) -> list[str]:
+    """A full disk under --log-dir: the ranks' output goes through it, so say so."""
+    if result.log_space is None or not result.log_dir:
+        return []
+    where = (f"the file system of the log folder {result.log_dir} is full "
+             f"({result.log_space >> 10} KiB free)")
+    if result.reason == "ok":
+        return [f"distrun: warning: {where}: the logs there are incomplete"]
+    return [f"  {where}: the ranks could not write their output there (it goes through "
+            "--log-dir), which is likely why the job failed",
+            "  hint: free space there, or pass --log-dir on a disk with room"]
 
 
 def _started(result: RunResult) -> bool:

@@ -7,6 +7,7 @@ The error itself is in the rank's stderr log under `--log-dir`.
 
 from __future__ import annotations
 
+import os
 import re
 import signal
 from dataclasses import dataclass
@@ -86,3 +87,23 @@ def lost_peer(error: str) -> str | None:
 def workers_started(log_dir: str | None) -> bool:
     """Whether the launcher got as far as starting workers (it makes a folder per attempt)."""
     return bool(log_dir) and any(Path(str(log_dir)).glob("*/attempt_*"))
+
+
+_PORT_TAKEN = re.compile(r"failed to listen on any local network address\. port: (\d+)"
+                         r".*EADDRINUSE")
+
+
+def taken_port(agent_output: str) -> int | None:
+    """The port torchrun could not listen on because another process had it (taken after
+    distrun checked it was free), from the launcher's own error."""
+    match = _PORT_TAKEN.search(agent_output)
+    return int(match[1]) if match else None
+
+
+def free_space(folder: str) -> int | None:
+    """Bytes a user can still write in `folder`'s file system (None: cannot tell)."""
+    try:
+        stat = os.statvfs(folder)
+    except OSError:
+        return None
+    return stat.f_bavail * stat.f_frsize

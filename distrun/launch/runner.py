@@ -28,13 +28,21 @@ from pathlib import Path
 from types import FrameType
 from typing import IO
 
-from distrun.errors import LaunchError
-from distrun.launch.failures import Failure, parse_failures, read_error
+from distrun.errors import EXIT_BAD_INPUT, LaunchError
+from distrun.launch.failures import (
+    Failure,
+    free_space,
+    parse_failures,
+    read_error,
+    taken_port,
+)
 from distrun.launch.spec import Command, LaunchSpec
 
 EXIT_FAILED = 1
 EXIT_HUNG = 124
 GRACE_SECONDS = 5.0
+LOW_SPACE = 16 << 20  # bytes free in the log folder below which distrun warns at start
+FULL = 64 << 10  # bytes free below which the log folder counts as full at the end
 _TAG = re.compile(r"^\[[A-Za-z_]*(\d+)\]:")
 _AGENT_TRACE = re.compile(r"^Traceback \(most recent call last\):|ChildFailedError|^=+$")
 # The launcher's own log lines (c10d's glog "[W1121 ...]" and torch elastic's "W1121 ..."):
@@ -48,11 +56,16 @@ _AGENT_FRAMES = re.compile(r"^frame #\d+: |^<omitting python frames>$|^Exception
 @dataclass
 class RunResult:
     exit_code: int
-    reason: str  # "ok" | "failed" | "hung" | "interrupted"
+    reason: str  # "ok" | "failed" | "hung" | "interrupted" | "port-taken"
     failures: list[Failure] = field(default_factory=list)
     log_dir: str | None = None
     seconds: float = 0.0
     detail: str = ""
+    # Local ranks of this node that had ended with exit code 0 while the job was still on
+    # (a failed job's table lists every rank that did not end cleanly; a hung job's live
+    # workers are looked up in /proc), each with its global rank where known.
+    ended_early: list[tuple[int | None, int]] = field(default_factory=list)
+    log_space: int | None = None  # bytes free for the logs at the end, if nearly none
 
 
 def run(command: Command, spec: LaunchSpec, echo: Callable[[str, bool], None] | None = None,
@@ -60,7 +73,16 @@ def run(command: Command, spec: LaunchSpec, echo: Callable[[str, bool], None] | 
     """Run and supervise `command`; `echo(line, to_stderr)` shows output (default: print)."""
     show = echo or _print
     if spec.log_dir:
-        Path(spec.log_dir).mkdir(parents=True, exist_ok=True)
+        try:
+            Path(spec.log_dir).mkdir(parents=True, exist_ok=True)
+        except OSError as err:
+            raise LaunchError(f"--log-dir {spec.log_dir}: cannot create it: {err.strerror}",
+                              "give a folder you can write to") from None
+        space = free_space(spec.log_dir)
+        if space is not None and space < LOW_SPACE:
+            show(f"distrun: warning: only {space >> 10} KiB free for the logs in "
+                 f"{spec.log_dir}: every rank's output goes through it, and a rank that "
+                 "cannot write its output fails", True)
     _become_subreaper()
     env = {**os.environ, **command.env}
     started = time.monotonic()
@@ -81,6 +103,7 @@ def run(command: Command, spec: LaunchSpec, echo: Callable[[str, bool], None] | 
     stop = _StopRequest()
     previous = {s: signal.signal(s, stop.handler) for s in (signal.SIGINT, signal.SIGTERM)}
     reason, code, interrupted_by = "ok", 0, ""
+    live: set[int] = set()  # local ranks with a live worker when the job is found hung
     try:
         while proc.poll() is None:
             time.sleep(0.1)
@@ -93,6 +116,7 @@ def run(command: Command, spec: LaunchSpec, echo: Callable[[str, bool], None] | 
             idle = time.monotonic() - watcher.last_output
             if spec.timeout is not None and idle > spec.timeout:
                 reason, code = "hung", EXIT_HUNG
+                live = live_local_ranks(proc.pid)
                 watcher.quiet = True
                 _stop_job(proc, signal.SIGTERM)
                 break
@@ -106,21 +130,43 @@ def run(command: Command, spec: LaunchSpec, echo: Callable[[str, bool], None] | 
         reason, code = "failed", EXIT_FAILED
     result = RunResult(code, reason, log_dir=spec.log_dir,
                        seconds=time.monotonic() - started)
+    nproc = spec.nproc_per_node if isinstance(spec.nproc_per_node, int) else 0
     if reason == "failed":
-        result.failures = parse_failures("\n".join(watcher.agent_lines))
+        agent_output = "\n".join(watcher.agent_lines)
+        result.failures = parse_failures(agent_output)
         if result.failures and spec.log_dir:
             first = result.failures[0]
             first.error = read_error(spec.log_dir, first.local_rank)
-        if not result.failures:
+        port = taken_port(agent_output)
+        if not result.failures and port is not None:
+            result.reason, result.exit_code, result.detail = "port-taken", EXIT_BAD_INPUT, str(
+                port)
+        elif not result.failures:
             result.detail = "\n".join(watcher.agent_lines[-15:])
+        failed = {f.local_rank: f.rank - f.local_rank for f in result.failures}
+        result.ended_early = _ended_early(nproc, set(failed), next(iter(failed.values()), None))
     if reason == "interrupted":
         result.detail = interrupted_by
     if reason == "hung":
         result.detail = f"no output from any rank for {spec.timeout:g} s"
+        result.ended_early = _ended_early(nproc, live, 0 if spec.max_nodes == 1 else None)
+    if spec.log_dir:
+        space = free_space(spec.log_dir)
+        result.log_space = space if space is not None and space < FULL else None
     if reason == "ok" and spec.log_dir and not spec.keep_logs:
         shutil.rmtree(spec.log_dir, ignore_errors=True)
         result.log_dir = None
     return result
+
+
+def _ended_early(nproc: int, still: set[int], offset: int | None,
+                 ) -> list[tuple[int | None, int]]:
+    """The local ranks (with their global rank where `offset` tells it) not among `still`:
+    the ranks that failed, or that were still running. Nothing when `still` is empty."""
+    if not still:
+        return []
+    return [(None if offset is None else offset + local, local)
+            for local in range(nproc) if local not in still]
 
 
 class _Watcher:
@@ -206,6 +252,21 @@ def _signal(pid: int, signum: int) -> None:
         pass
 
 
+def live_local_ranks(root: int) -> set[int]:
+    """The LOCAL_RANK of every live worker below `root` (the launcher sets it in each
+    worker's environment; their own children inherit it)."""
+    ranks = set()
+    for pid in descendants(root):
+        try:
+            environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        for item in environ:
+            if item.startswith(b"LOCAL_RANK=") and item[11:].isdigit():
+                ranks.add(int(item[11:]))
+    return ranks
+
+
 def descendants(root: int) -> list[int]:
     """Every live process below `root` (from /proc; empty where there is none)."""
     children: dict[int, list[int]] = {}
@@ -250,5 +311,8 @@ def _become_subreaper() -> None:
 
 
 def _die_with_parent() -> None:
-    """In the launcher's process: if distrun is killed, the launcher gets SIGKILL too."""
-    _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    """In the launcher's process: if distrun is killed, the launcher gets SIGTERM, which it
+    answers by stopping its workers (SIGTERM, then SIGKILL after its grace period). Not
+    SIGKILL: the workers run in sessions of their own, and a launcher killed outright would
+    leave them running, orphaned (distrun, their subreaper, being dead too)."""
+    _prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)

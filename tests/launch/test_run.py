@@ -3,7 +3,6 @@ named, signals stop everything, nothing is left behind."""
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import sys
@@ -13,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from distrun.launch.resolve import free_port
-from tests.conftest import distrun
+from tests.conftest import distrun, leftovers
 
 pytestmark = pytest.mark.e2e
 
@@ -53,22 +52,6 @@ dist.init_process_group("gloo")
 print(f"rank {dist.get_rank()} started", flush=True)
 time.sleep(600)
 """
-
-
-def leftovers(marker: Path) -> list[str]:
-    """Command lines of live processes that mention `marker` (the test's own folder)."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit() or int(entry.name) == os.getpid():
-            continue
-        try:
-            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
-            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
-        except OSError:
-            continue
-        if str(marker) in cmdline and state != "Z":
-            found.append(cmdline)
-    return found
 
 
 def write(tmp_path: Path, name: str, text: str) -> str:
