@@ -293,3 +293,14 @@ def test_a_full_disk_under_the_logs_is_reported(tmp_path: Path) -> None:
     assert "pass --log-dir on a disk with room" in text
     clean_stderr(stderr)
     no_leftovers(tmp_path)
+
+
+def test_a_log_dir_that_cannot_be_created_is_exit_2(tmp_path: Path) -> None:
+    (tmp_path / "a-file").write_text("")
+    job = Job(tmp_path, "--nproc-per-node", "2", "--log-dir", str(tmp_path / "a-file" / "logs"),
+              script(tmp_path, HELLO))
+    code, stderr, _ = job.finish(timeout=60)
+    assert code == 2
+    assert f"--log-dir {tmp_path / 'a-file' / 'logs'}: cannot create it: Not a directory" in stderr
+    clean_stderr(stderr)
+    no_leftovers(tmp_path)
