@@ -10,15 +10,15 @@ NPROC_HELP = ("Processes on this node: a number, or auto (one per visible GPU; 1
               "CPU-only machine), gpu (one per GPU), cpu (one per CPU core).")
 
 
-def _env_pair(_ctx: click.Context, _param: click.Parameter, values: tuple[str, ...]
-              ) -> dict[str, str]:
-    env = {}
+def _pairs(_ctx: click.Context, param: click.Parameter, values: tuple[str, ...]
+           ) -> dict[str, str]:
+    pairs = {}
     for item in values:
         key, sep, value = item.partition("=")
         if not sep:
-            raise InputError(f"--env {item!r}: expected KEY=VALUE")
-        env[key] = value
-    return env
+            raise InputError(f"{param.opts[-1]} {item!r}: expected KEY=VALUE")
+        pairs[key] = value
+    return pairs
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"],
@@ -34,6 +34,9 @@ def _env_pair(_ctx: click.Context, _param: click.Parameter, values: tuple[str, .
 @click.option("--rdzv-endpoint", metavar="HOST[:PORT]", help="c10d rendezvous: the same "
               "command on every node.")
 @click.option("--rdzv-id", help="Job id shared by all nodes of a c10d rendezvous.")
+@click.option("--rdzv-conf", "rdzv_conf", multiple=True, metavar="KEY=VALUE", callback=_pairs,
+              help="c10d rendezvous setting passed to torchrun (repeatable), e.g. "
+              "join_timeout=900 or last_call_timeout=5.")
 @click.option("--max-restarts", type=int, help="Restarts of the worker group before failing.")
 @click.option("--log-dir", type=click.Path(file_okay=False), help="Keep every rank's "
               "stdout/stderr here (default: a temporary folder, removed after a clean run).")
@@ -41,7 +44,7 @@ def _env_pair(_ctx: click.Context, _param: click.Parameter, values: tuple[str, .
               help="Launcher to run the job with (default torchrun).")
 @click.option("--mixed-precision", type=click.Choice(["no", "fp16", "bf16"]),
               help="Passed to accelerate; exported as DISTRUN_MIXED_PRECISION either way.")
-@click.option("--env", "env", multiple=True, metavar="KEY=VALUE", callback=_env_pair,
+@click.option("--env", "env", multiple=True, metavar="KEY=VALUE", callback=_pairs,
               help="Environment variable for the workers (repeatable).")
 @click.option("--timeout", type=float, metavar="SECONDS", help="Stop a job that prints nothing "
               "for this long (hang detector).")
@@ -52,7 +55,8 @@ def _env_pair(_ctx: click.Context, _param: click.Parameter, values: tuple[str, .
 @click.argument("script", required=False)
 @click.argument("script_args", nargs=-1, type=click.UNPROCESSED)
 def launch(script: str | None, script_args: tuple[str, ...], dry_run: bool, module: bool,
-           env: dict[str, str], config_file: str | None, **options: object) -> int:
+           env: dict[str, str], rdzv_conf: dict[str, str], config_file: str | None,
+           **options: object) -> int:
     """Run SCRIPT [SCRIPT_ARGS...] on many processes and nodes, and supervise it.
 
     \b
@@ -80,6 +84,7 @@ def launch(script: str | None, script_args: tuple[str, ...], dry_run: bool, modu
         if value is not None:
             setattr(request, name, value)
     request.env = {**request.env, **env}
+    request.rdzv_conf = {**request.rdzv_conf, **rdzv_conf}
     if script is not None:
         request.script, request.script_args, request.module = script, script_args, module
     spec = resolve(request)

@@ -38,7 +38,8 @@ def request_from(config: Config) -> LaunchRequest:
         nnodes=str(v["nnodes"]) if "nnodes" in v else None, node_rank=v.get("node_rank"),
         master_addr=v.get("master_addr"), master_port=v.get("master_port"),
         rdzv_backend=rdzv.get("backend"), rdzv_endpoint=rdzv.get("endpoint"),
-        rdzv_id=rdzv.get("id"), max_restarts=v.get("max_restarts"), log_dir=v.get("log_dir"),
+        rdzv_id=rdzv.get("id"), rdzv_conf=dict(rdzv.get("conf", {})),
+        max_restarts=v.get("max_restarts"), log_dir=v.get("log_dir"),
         launcher=v.get("launcher"), mixed_precision=v.get("mixed_precision"),
         env=dict(v.get("env", {})), timeout=v.get("timeout"),
     )
@@ -70,7 +71,8 @@ def _spec(r: dict[str, Any]) -> LaunchSpec:
         nproc_per_node=r["nproc_per_node"], min_nodes=low, max_nodes=high,
         node_rank=r["node_rank"], master_addr=r["master_addr"] or "127.0.0.1",
         master_port=port, rdzv_backend="c10d" if endpoint else r["rdzv"]["backend"],
-        rdzv_endpoint=endpoint, rdzv_id=r["rdzv"]["id"], max_restarts=r["max_restarts"],
+        rdzv_endpoint=endpoint, rdzv_id=r["rdzv"]["id"],
+        rdzv_conf=tuple(sorted(r["rdzv"]["conf"].items())), max_restarts=r["max_restarts"],
         log_dir=None, launcher=r["launcher"], mixed_precision=r["mixed_precision"],
         env=tuple(sorted(r["env"].items())),
     )
@@ -145,6 +147,8 @@ def _launch_args(r: dict[str, Any], with_env: bool = True) -> list[str]:
         args += ["--timeout", f"{r['timeout']:g}"]
     if r["master_port"]:
         args += ["--master-port", str(r["master_port"])]
+    for key, value in sorted(r["rdzv"]["conf"].items()):
+        args += ["--rdzv-conf", f"{key}={value}"]
     if with_env:
         for key, value in sorted(r["env"].items()):
             args += ["--env", f"{key}={value}"]

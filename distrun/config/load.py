@@ -333,14 +333,16 @@ class _Checker:
                 return _INVALID
             name = str(key_node.value)
             if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+                what = "environment variable name" if path == "env" else "setting name"
                 self.problem(key_node, f"{path}.{_clip(name, 200)}",
-                             f"{_show(name)} is not a valid environment variable name")
+                             f"{_show(name)} is not a valid {what}")
                 continue
             why = _bad_text(str(value_node.value))
             if why:
                 self.problem(value_node, f"{path}.{name}", f"'{path}.{name}': the value {why}")
                 continue
             out[name] = str(value_node.value)
+            self.config.lines[f"{path}.{name}"] = _line(key_node)
         return out
 
 
@@ -449,7 +451,9 @@ def _cross_checks(config: Config) -> None:
     v, lines = config.resolved(), config.lines
 
     def add(key: str, message: str, severity: Literal["error", "warning"] = "error") -> None:
-        line = lines.get(key) or lines.get(key.split(".")[0]) or 1
+        parts = key.split(".")
+        line = next((lines[k] for k in (".".join(parts[:n]) for n in range(len(parts), 0, -1))
+                     if k in lines), 1)
         config.problems.append(Problem(line, key, message, severity))
 
     low, high = node_range(v["nnodes"])
@@ -461,6 +465,12 @@ def _cross_checks(config: Config) -> None:
             "set master_addr (node 0's address) or rdzv.endpoint", "warning")
     if low != high and not c10d:
         add("nnodes", f"nnodes {v['nnodes']} is elastic: set rdzv.endpoint (c10d rendezvous)")
+    if rdzv["conf"] and not c10d:
+        add("rdzv.conf", "rdzv.conf applies to the c10d rendezvous: set rdzv.endpoint")
+    for name, value in rdzv["conf"].items():
+        if not value or re.search(r"[,=\s]", value):
+            add(f"rdzv.conf.{name}", f"rdzv.conf.{name}: {value!r} is not a plain value "
+                "(no commas, '=' or spaces)")
     if rdzv["backend"] == "c10d" and not rdzv["endpoint"]:
         add("rdzv.backend", "rdzv.backend c10d needs rdzv.endpoint (HOST:PORT)")
     if rdzv["endpoint"] and not re.fullmatch(r"[^:\s]+(:\d{1,5})?", str(rdzv["endpoint"])):

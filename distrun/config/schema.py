@@ -42,6 +42,8 @@ KEYS: dict[str, Key] = {
         "backend": Key("str", "Rendezvous backend.", "static", choices=("static", "c10d")),
         "endpoint": Key("str", "HOST:PORT of the c10d rendezvous."),
         "id": Key("str", "Job id shared by every node.", "none"),
+        "conf": Key("map", "c10d rendezvous settings (torchrun --rdzv-conf), e.g. "
+                    "join_timeout: 900, last_call_timeout: 5.", {}),
     }),
     "max_restarts": Key("int", "Restarts of the worker group before failing.", 0, minimum=0),
     "mixed_precision": Key("str", "Mixed precision (passed to accelerate, exported to the "

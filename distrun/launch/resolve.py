@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import re
 import socket
 import tempfile
 import time
@@ -28,6 +29,7 @@ DEFAULT_MASTER_PORT = 29500
 DEFAULT_RDZV_PORT = 29400
 T = TypeVar("T")
 
+SHARED_STORE_OFF = "TORCH_DISABLE_SHARE_RDZV_TCP_STORE"
 
 def resolve(req: LaunchRequest, environ: Mapping[str, str] | None = None) -> LaunchSpec:
     environ = os.environ if environ is None else environ
@@ -108,6 +110,22 @@ def resolve(req: LaunchRequest, environ: Mapping[str, str] | None = None) -> Lau
     elif local_addr:
         notes.append(f"this node's address for the other nodes: {local_addr} "
                      "(torchrun --local-addr)")
+    for key, value in req.rdzv_conf.items():
+        if not re.fullmatch(r"[a-z][a-z0-9_]*", key) or not re.fullmatch(r"[^,=\s]+", value):
+            raise LaunchError(f"--rdzv-conf {key}={value}: expected NAME=VALUE with a plain "
+                              "value", "for example --rdzv-conf join_timeout=900")
+    if req.rdzv_conf and not endpoint:
+        raise LaunchError("--rdzv-conf applies to the c10d rendezvous",
+                          "add --rdzv-endpoint HOST:PORT")
+    restarts = req.max_restarts or KEYS["max_restarts"].default
+    if endpoint and (min_nodes != max_nodes or restarts) and not any(
+            SHARED_STORE_OFF in m for m in (env, environ)):
+        # torchrun (2.3+) shares the rendezvous store with the workers; a node that joins a
+        # later round (restarted, or new) then waits for ever for keys node 0 never writes
+        # again (pytorch#147064). One store per round avoids it.
+        env[SHARED_STORE_OFF] = "1"
+        notes.append(f"{SHARED_STORE_OFF}=1: a restarted or new node can rejoin the "
+                     "rendezvous (torchrun's shared store blocks later rounds)")
     is_host = False
     if endpoint:
         # torchrun decides who hosts the c10d store by the hostname, which often resolves
@@ -129,8 +147,9 @@ def resolve(req: LaunchRequest, environ: Mapping[str, str] | None = None) -> Lau
         nproc_per_node=nproc, min_nodes=min_nodes, max_nodes=max_nodes, node_rank=node_rank,
         master_addr=master_addr, master_port=master_port, rdzv_backend=rdzv_backend,
         rdzv_endpoint=endpoint, rdzv_is_host=is_host, local_addr=local_addr,
+        rdzv_conf=tuple(sorted(req.rdzv_conf.items())),
         rdzv_id=req.rdzv_id or KEYS["rdzv"].keys["id"].default,
-        max_restarts=req.max_restarts or KEYS["max_restarts"].default, log_dir=log_dir,
+        max_restarts=restarts, log_dir=log_dir,
         launcher=launcher,
         mixed_precision=mixed, env=tuple(sorted(env.items())), timeout=req.timeout,
         notes=tuple(notes), keep_logs=req.log_dir is not None,

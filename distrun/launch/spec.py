@@ -24,6 +24,7 @@ class LaunchRequest:
     rdzv_backend: str | None = None
     rdzv_endpoint: str | None = None
     rdzv_id: str | None = None
+    rdzv_conf: dict[str, str] = field(default_factory=dict)
     max_restarts: int | None = None
     log_dir: str | None = None
     launcher: str | None = None
@@ -49,6 +50,7 @@ class LaunchSpec:
     rdzv_endpoint: str | None = None
     rdzv_id: str = "none"
     rdzv_is_host: bool = False  # this node owns the c10d endpoint's address
+    rdzv_conf: tuple[tuple[str, str], ...] = ()  # torchrun --rdzv-conf, as given
     local_addr: str | None = None  # c10d: the address other nodes reach this node at
     max_restarts: int = 0
     log_dir: str | None = None

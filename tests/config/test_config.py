@@ -40,6 +40,10 @@ BAD = {
                           "outside 0..1"),
     "elastic without rendezvous": ("nnodes: '1:4'\nmaster_addr: h\n", 1, "nnodes",
                                    "set rdzv.endpoint"),
+    "rdzv conf without c10d": ("rdzv:\n  conf:\n    join_timeout: 900\n", 2, "rdzv.conf",
+                               "set rdzv.endpoint"),
+    "rdzv conf with a comma": ("rdzv:\n  endpoint: h:1\n  conf:\n    a: 1,b=2\n", 4,
+                               "rdzv.conf.a", "not a plain value"),
     "c10d without endpoint": ("rdzv:\n  backend: c10d\n", 2, "rdzv.backend",
                               "needs rdzv.endpoint"),
     "yaml syntax": ("launcher: torchrun\nnnodes: [1, 2\nscript: a.py\n", 3, "",
@@ -195,3 +199,17 @@ def test_launch_with_an_invalid_config_is_exit_2(tmp_path: Path) -> None:
     result = distrun("launch", "--config", "distrun.yaml", "--dry-run", cwd=tmp_path)
     assert result.returncode == 2
     assert "distrun.yaml:1: unknown key 'nnode'; did you mean 'nnodes'?" in result.stderr
+
+
+def test_rdzv_settings_reach_torchrun_and_the_slurm_export(tmp_path: Path) -> None:
+    (tmp_path / "train.py").write_text("")
+    path = tmp_path / "distrun.yaml"
+    path.write_text("script: train.py\nnnodes: '1:2'\nrdzv:\n  endpoint: 127.0.0.1:29400\n"
+                    "  conf:\n    join_timeout: 900\n    last_call_timeout: 5\n")
+    result = distrun("launch", "--config", str(path), "--rdzv-conf", "last_call_timeout=7",
+                     "--dry-run", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "--rdzv-conf=join_timeout=900,last_call_timeout=7" in result.stdout  # flag wins
+    exported = distrun("config", "export", "--format", "slurm", str(path), cwd=tmp_path)
+    assert exported.returncode == 0, exported.stderr
+    assert "--rdzv-conf join_timeout=900 --rdzv-conf last_call_timeout=5" in exported.stdout

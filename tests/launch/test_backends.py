@@ -45,6 +45,14 @@ GOLDEN = {
         "--local-addr=10.0.0.1 --max-restarts=0 --log-dir=/logs --redirects=3 --tee=3 "
         "train.py --epochs 3",
     ),
+    "torchrun-c10d-settings-merged-with-is-host": (
+        LaunchSpec(script="t.py", min_nodes=1, max_nodes=2, rdzv_backend="c10d",
+                   rdzv_endpoint="10.0.0.1:29400", rdzv_is_host=True,
+                   rdzv_conf=(("join_timeout", "900"), ("last_call_timeout", "5"))),
+        f"{PY} -m torch.distributed.run --nproc-per-node=1 --nnodes=1:2 --rdzv-backend=c10d "
+        "--rdzv-endpoint=10.0.0.1:29400 --rdzv-id=none "
+        "--rdzv-conf=is_host=1,join_timeout=900,last_call_timeout=5 --max-restarts=0 t.py",
+    ),
     "accelerate-c10d-host-node": (
         LaunchSpec(**BASE, launcher="accelerate", nproc_per_node=1, min_nodes=2, max_nodes=2,
                    rdzv_backend="c10d", rdzv_endpoint="10.0.0.1:29400", rdzv_is_host=True,

@@ -45,6 +45,11 @@ BAD = [
     ("endpoint host too long", dict(nnodes="2", rdzv_endpoint="h" * 300 + ":29400"),
      "not a valid host name"),
     ("script name too long", dict(script="s" * 5000), "File name too long"),
+    ("rdzv conf without c10d", dict(rdzv_conf={"join_timeout": "9"}), "add --rdzv-endpoint"),
+    ("rdzv conf value with comma", dict(rdzv_endpoint="h:1", rdzv_conf={"a": "1,b=2"}),
+     "plain value"),
+    ("rdzv conf bad name", dict(rdzv_endpoint="h:1", rdzv_conf={"Join Timeout": "9"}),
+     "NAME=VALUE"),
 ]
 
 

@@ -26,3 +26,12 @@ def job_env(spec: LaunchSpec) -> dict[str, str]:
 
 def target(spec: LaunchSpec) -> list[str]:
     return [*(["-m"] if spec.module else []), spec.script, *spec.script_args]
+
+
+def rdzv_conf(spec: LaunchSpec) -> str:
+    """The c10d settings as torchrun reads them (`k=v,k=v`): the user's, and is_host=1 on
+    the node that owns the endpoint's address unless the user said otherwise."""
+    conf = dict(spec.rdzv_conf)
+    if spec.rdzv_is_host:
+        conf.setdefault("is_host", "1")
+    return ",".join(f"{key}={value}" for key, value in sorted(conf.items()))

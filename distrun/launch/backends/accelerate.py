@@ -8,7 +8,7 @@ from __future__ import annotations
 import sys
 
 from distrun.errors import LaunchError
-from distrun.launch.backends import job_env, target
+from distrun.launch.backends import job_env, rdzv_conf, target
 from distrun.launch.spec import Command, LaunchSpec
 
 
@@ -33,8 +33,8 @@ def build(spec: LaunchSpec) -> Command:
         host, _, port = (spec.rdzv_endpoint or "").rpartition(":")
         argv += [f"--rdzv_backend={spec.rdzv_backend}", f"--main_process_ip={host}",
                  f"--main_process_port={port}"]
-        if spec.rdzv_is_host:
-            argv.append("--rdzv_conf=is_host=1")
+        if conf := rdzv_conf(spec):
+            argv.append(f"--rdzv_conf={conf}")
     argv.append(f"--max_restarts={spec.max_restarts}")
     if spec.log_dir:
         argv += [f"--log_dir={spec.log_dir}", "--tee=3"]

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import sys
 
-from distrun.launch.backends import job_env, target
+from distrun.launch.backends import job_env, rdzv_conf, target
 from distrun.launch.spec import Command, LaunchSpec
 
 
@@ -21,8 +21,8 @@ def build(spec: LaunchSpec) -> Command:
     else:
         argv += [f"--rdzv-backend={spec.rdzv_backend}", f"--rdzv-endpoint={spec.rdzv_endpoint}",
                  f"--rdzv-id={spec.rdzv_id}"]
-        if spec.rdzv_is_host:
-            argv.append("--rdzv-conf=is_host=1")
+        if conf := rdzv_conf(spec):
+            argv.append(f"--rdzv-conf={conf}")
         if spec.local_addr:
             argv.append(f"--local-addr={spec.local_addr}")
     argv += [f"--max-restarts={spec.max_restarts}"]
