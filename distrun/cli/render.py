@@ -61,7 +61,10 @@ def dry_run(command: Command) -> str:
 
 def launch_report(result: RunResult, spec: LaunchSpec) -> str:
     if result.reason == "ok":
-        return "\n".join(_log_space_lines(result))
+        notes = _log_space_lines(result)
+        if result.log_dir and not spec.keep_logs:  # a temporary folder left: output was lost
+            notes.append(f"distrun: the output of every rank is in {result.log_dir}")
+        return "\n".join(notes)
     lines: list[str] = []
     if result.reason == "port-taken":
         what = "master port" if result.detail == str(spec.master_port) else "port"

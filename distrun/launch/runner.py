@@ -153,7 +153,7 @@ def run(command: Command, spec: LaunchSpec, echo: Callable[[str, bool], None] | 
     if spec.log_dir:
         space = free_space(spec.log_dir)
         result.log_space = space if space is not None and space < FULL else None
-    if reason == "ok" and spec.log_dir and not spec.keep_logs:
+    if reason == "ok" and spec.log_dir and not spec.keep_logs and not _closed:
         shutil.rmtree(spec.log_dir, ignore_errors=True)
         result.log_dir = None
     return result
@@ -210,10 +210,27 @@ class _StopRequest:
         self.signum = signum
 
 
+_closed: set[int] = set()  # 1/2: standard output/error whose reader went away
+
+
 def _print(line: str, to_stderr: bool) -> None:
+    """Show a line. When the reader of a stream goes away (`distrun launch ... | head`),
+    the job goes on (hours of training are not lost with a terminal) and that stream's
+    lines are dropped; they are still in the log folder, which is then kept."""
     stream = sys.stderr if to_stderr else sys.stdout
-    stream.write(line + "\n")
-    stream.flush()
+    fd = 2 if to_stderr else 1
+    if fd in _closed:
+        return
+    try:
+        stream.write(line + "\n")
+        stream.flush()
+    except (BrokenPipeError, ValueError):
+        _closed.add(fd)
+        # nothing more reaches the closed pipe, not even at exit
+        os.dup2(os.open(os.devnull, os.O_WRONLY), fd)
+        if fd == 1:
+            _print("distrun: standard output was closed; the job goes on, its output is "
+                   "in the log folder", True)
 
 
 def _stop_job(proc: subprocess.Popen[bytes], signum: int, grace: float = GRACE_SECONDS) -> None:

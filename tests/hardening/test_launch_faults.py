@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 import shutil
 import signal
 import socket
@@ -303,4 +304,32 @@ def test_a_log_dir_that_cannot_be_created_is_exit_2(tmp_path: Path) -> None:
     assert code == 2
     assert f"--log-dir {tmp_path / 'a-file' / 'logs'}: cannot create it: Not a directory" in stderr
     clean_stderr(stderr)
+    no_leftovers(tmp_path)
+
+
+def test_the_reader_of_distruns_output_going_away_does_not_end_the_job(tmp_path: Path
+                                                                        ) -> None:
+    """`distrun launch ... | head -1`: the job goes on to the end, exit 0, no traceback;
+    what could not be shown is in the log folder, which is kept and named."""
+    path = script(tmp_path, "import sys, time, torch.distributed as dist\n"
+                  "dist.init_process_group('gloo')\n"
+                  "for i in range(60):\n"
+                  "    sys.stdout.write(f'line {i} rank {dist.get_rank()}\\n'); time.sleep(0.02)\n"
+                  "open(f'done{dist.get_rank()}', 'w').close()\n"
+                  "dist.destroy_process_group()\n")
+    shown = subprocess.run(
+        ["bash", "-c", f"{shlex.quote(sys.executable)} -m distrun launch --nproc-per-node 2 "
+         f"{shlex.quote(path)} 2>err.txt | head -n 1; echo \"exit=${{PIPESTATUS[0]}}\""],
+        cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert shown.stdout.splitlines()[0].startswith("line 0 rank ")
+    assert shown.stdout.splitlines()[-1] == "exit=0", shown.stdout
+    assert (tmp_path / "done0").exists() and (tmp_path / "done1").exists()
+    stderr = (tmp_path / "err.txt").read_text()
+    clean_stderr(stderr)
+    assert "standard output was closed; the job goes on" in stderr
+    kept = re.search(r"the output of every rank is in (\S+)", stderr)
+    assert kept, stderr
+    logs = "".join(p.read_text() for p in Path(kept[1]).rglob("stdout.log"))
+    assert "line 59 rank 0" in logs and "line 59 rank 1" in logs
+    shutil.rmtree(kept[1])
     no_leftovers(tmp_path)
