@@ -176,21 +176,28 @@ def test_unreachable_master_is_refused_before_anything_starts(two_hosts: tuple[s
 @pytest.mark.parametrize("how", ["static", "c10d"])
 def test_wrong_master_address_fails_within_the_timeout(two_hosts: tuple[str, str, str],
                                                        tmp_path: Path, how: str) -> None:
-    """Nobody answers at node 0's supposed address: torchrun would retry for 15 minutes
-    (its retry warnings are not progress); distrun stops at --timeout and says why."""
-    _, b, master = two_hosts
+    """Node b was given a wrong address for node 0, where nobody answers: torchrun would
+    retry for 15 minutes (its retry warnings are not progress). Both nodes stop at
+    --timeout, each saying it did not meet the other."""
+    a, b, master = two_hosts
     wrong = master.rpartition(".")[0] + ".9"
     script = tmp_path / "job.py"
     script.write_text(JOB)
-    where = (["--node-rank", "1", "--master-addr", wrong] if how == "static"
-             else ["--rdzv-endpoint", f"{wrong}:29613"])
+    if how == "static":
+        right = ["--node-rank", "0", "--master-addr", master, "--master-port", "29613"]
+        where = ["--node-rank", "1", "--master-addr", wrong, "--master-port", "29613"]
+    else:
+        right = ["--rdzv-endpoint", f"{master}:29613"]
+        where = ["--rdzv-endpoint", f"{wrong}:29613"]
     started = time.monotonic()
-    (result,) = _launch_on([b], [["--nnodes", "2", *where]], script, timeout=6)
+    results = _launch_on([a, b], [["--nnodes", "2", *right], ["--nnodes", "2", *where]],
+                         script, timeout=6)
     elapsed = time.monotonic() - started
-    assert result.returncode == 124, result.stderr
-    assert "did not meet the other nodes within 6 s" in result.stderr
-    assert f"check that {wrong} is node 0's address" in result.stderr
-    assert "frame #" not in result.stderr  # c10d's C++ stack dumps are not shown
+    for result, addr in zip(results, (master, wrong), strict=True):
+        assert result.returncode == 124, result.stderr
+        assert "did not meet the other nodes within 6 s" in result.stderr
+        assert f"check that {addr} is node 0's address" in result.stderr
+        assert "frame #" not in result.stderr  # c10d's C++ stack dumps are not shown
     assert elapsed < 6 + 12
 
 
