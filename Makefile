@@ -29,6 +29,7 @@ bench: $(STAMP)
 	$(PY) benchmarks/bench_convert.py
 	$(PY) benchmarks/bench_startup.py
 	$(PY) benchmarks/bench_launch.py
+	$(PY) benchmarks/bench_sweep.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache

@@ -12,6 +12,9 @@ throughput and the number of changes, then checks two goals:
 * a ~2,000-line script converts in under 1 second;
 * time(4000) / time(2000) is about 2 (linear), and well under 4.
 
+Then it converts one 50,000-line script once (`--large`, 0 to skip) and reports the
+time and the process's peak memory.
+
 Run:  .venv/bin/python benchmarks/bench_convert.py [--sizes 500,1000,2000,4000] [--repeat 3]
 
 Exit status: 0 (it is a report, goals missed or not), 1 if convert_source raises.
@@ -21,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import resource
 import sys
 import time
 import traceback
@@ -31,6 +35,7 @@ from distrun.convert import ConvertResult, convert_source
 GOAL_2000_SECONDS = 1.0
 LINEARITY_GOAL = 2.0
 LINEARITY_LIMIT = 4.0
+LARGE_LINES = 50_000
 
 # --------------------------------------------------------------------------------------
 # Script generator. `@N@` in a template is replaced by the block's number, so every
@@ -477,6 +482,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sizes", type=parse_sizes, default=parse_sizes("500,1000,2000,4000"),
                         help="target script sizes in lines, comma-separated")
     parser.add_argument("--repeat", type=int, default=3, help="runs per size; the best counts")
+    parser.add_argument("--large", type=int, default=LARGE_LINES,
+                        help="also convert one script of this many lines, once (0: skip)")
     parser.add_argument("--dump-dir", type=Path, default=None,
                         help="also write each generated script here (to inspect or reproduce)")
     args = parser.parse_args(argv)
@@ -563,6 +570,29 @@ def main(argv: list[str] | None = None) -> int:
               f"well under {LINEARITY_LIMIT:g}) -> {verdict}")
     else:
         print("linearity: not measured (needs 2000 and 4000 in --sizes)")
+    if args.large > 0:
+        return measure_large(args.large)
+    return 0
+
+
+def measure_large(size: int) -> int:
+    """One conversion of a very large script (timed once: it takes a while)."""
+    text = make_script(size)
+    n_lines = text.count("\n")
+    gc.collect()
+    start = time.perf_counter()
+    try:
+        result = convert_source(text, f"generated_{size}.py")
+    except Exception:
+        traceback.print_exc()
+        print(f"convert_source raised on the {n_lines}-line script")
+        return 1
+    seconds = time.perf_counter() - start
+    peak_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    compile(result.output, f"generated_{size}.py", "exec")
+    print(f"large: {n_lines} lines in {seconds:.1f} s ({n_lines / seconds:.0f} lines/s), "
+          f"{len(result.changes)} changes, status {result.status}, output compiles; "
+          f"peak memory of this process {peak_mib:.0f} MiB")
     return 0
 
 
