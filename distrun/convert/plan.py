@@ -9,7 +9,7 @@ comment, blank line and format exactly as it was.
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -148,35 +148,65 @@ class Plan:
         for node in [*self.replace, *self.before, *self.after, *self.wraps]:
             hot.add(id(node))
             hot.update(id(a) for a in self.facts.ancestors(node))
-        result = self.facts.module.visit(_Applier(self, hot))
+        # Statements whose comment lines a rewrite could drop: those rewritten, and those
+        # holding a rewritten expression.
+        checked = {id(node if isinstance(node, cst.BaseStatement) else
+                      self.facts.statement(node)) for node in self.replace}
+        module = self.facts.module
+        # A form feed in the indentation resets Python's column count, so a block nested
+        # with it can come out inconsistent (TabError): blocks the converter adds are
+        # indented with what follows the last form feed; the script's own keep theirs.
+        pinned = module.default_indent if "\f" in module.default_indent else None
+        result = module.visit(_Applier(self, hot, checked, pinned))
         assert isinstance(result, cst.Module)
+        if pinned is not None:
+            result = result.with_changes(default_indent=pinned.rsplit("\f", 1)[1] or "    ")
         return result
 
 
 class _Applier(cst.CSTTransformer):
-    def __init__(self, plan: Plan, hot: set[int]) -> None:
+    def __init__(self, plan: Plan, hot: set[int], checked: set[int],
+                 pinned: str | None) -> None:
         self.plan = plan
         self.hot = hot
+        self.checked = checked
+        self.pinned = pinned  # the script's default indent, when every block must keep it
         self.produced: dict[int, list[cst.CSTNode]] = {}
+        # block -> comment lines of removed or rewritten statements, waiting for the next
+        # statement of that block (or its footer): a rewrite never loses a comment line.
+        self.orphans: dict[int, list[cst.EmptyLine]] = defaultdict(list)
 
     def on_visit(self, node: cst.CSTNode) -> bool:
-        return id(node) in self.hot
+        return self.pinned is not None or id(node) in self.hot
 
     def on_leave(self, original_node: cst.CSTNode, updated_node: cst.CSTNode):  # type: ignore[no-untyped-def]
         node: cst.CSTNode = updated_node
+        if self.pinned is not None and isinstance(node, cst.IndentedBlock) and node.indent is None:
+            node = node.with_changes(indent=self.pinned)
         for fn in self.plan.replace.get(original_node, ()):
             node = fn(node)
         if isinstance(node, cst.FlattenSentinel):  # a rewrite into several statements
             nodes = [*self.plan.before.get(original_node, []), *node.nodes,
                      *self.plan.after.get(original_node, [])]
-            self.produced[id(original_node)] = nodes
-            return cst.FlattenSentinel(nodes)
+            flat = cst.FlattenSentinel(nodes)
+            if isinstance(original_node, cst.BaseStatement):
+                flat = self._keep_comment_lines(original_node, flat)
+            self.produced[id(original_node)] = list(flat.nodes)
+            return flat
         wraps = self.plan.wraps.get(original_node)
         if wraps and isinstance(node, cst.IndentedBlock):
             node = self._wrap(original_node, node, wraps)
+        if isinstance(node, cst.SimpleStatementLine) and not node.body:
+            node = cst.RemoveFromParent()  # type: ignore[assignment]  # all its statements went
+        elif isinstance(node, cst.SimpleStatementSuite) and not node.body:
+            node = node.with_changes(body=[cst.Pass()])
+        orphans = self.orphans.pop(id(original_node), [])
         if isinstance(node, cst.IndentedBlock) and not node.body:
             # Every statement of a block was removed: keep it valid.
-            node = node.with_changes(body=[cst.SimpleStatementLine([cst.Pass()])])
+            node = node.with_changes(body=[cst.SimpleStatementLine([cst.Pass()],
+                                                                   leading_lines=orphans)])
+        elif isinstance(node, (cst.IndentedBlock, cst.Module)) and orphans:
+            node = node.with_changes(footer=[*orphans, *node.footer])
         before = self.plan.before.get(original_node, [])
         after = self.plan.after.get(original_node, [])
         result: cst.CSTNode | cst.FlattenSentinel[cst.CSTNode] = node
@@ -184,8 +214,34 @@ class _Applier(cst.CSTTransformer):
             kept = [node] if isinstance(node, cst.BaseStatement) else []
             result = cst.FlattenSentinel([*before, *kept, *after])
         if isinstance(original_node, cst.BaseStatement):
+            result = self._keep_comment_lines(original_node, result)
             self.produced[id(original_node)] = (
                 list(result.nodes) if isinstance(result, cst.FlattenSentinel) else [result])
+        return result
+
+    def _keep_comment_lines(self, original: cst.BaseStatement, result: Any) -> Any:
+        """Comment lines a rewrite of `original` dropped go above the next statement of its
+        block; those left by earlier siblings go above `result`."""
+        block = id(self.plan.facts.parent.get(original))
+        nodes = list(result.nodes) if isinstance(result, cst.FlattenSentinel) else (
+            [] if isinstance(result, cst.RemovalSentinel) else [result])
+        waiting = self.orphans.pop(block, [])
+        if waiting and nodes:
+            first = nodes[0]
+            nodes[0] = first.with_changes(leading_lines=[*waiting, *first.leading_lines])
+            result = cst.FlattenSentinel(nodes) if len(nodes) > 1 or isinstance(
+                result, cst.FlattenSentinel) else nodes[0]
+            waiting = []
+        if id(original) in self.checked:
+            kept = Counter(line.comment.value for node in nodes
+                           for line in comment_lines(node) if line.comment)
+            for line in comment_lines(original):
+                if line.comment and kept[line.comment.value] > 0:
+                    kept[line.comment.value] -= 1
+                elif line.comment:
+                    waiting.append(line)
+        if waiting:
+            self.orphans[block] = waiting
         return result
 
     def _wrap(self, original: cst.CSTNode, block: cst.IndentedBlock,
@@ -208,6 +264,13 @@ class _Applier(cst.CSTTransformer):
 
 
 # -- small builders shared by the transforms ---------------------------------------
+
+
+def comment_lines(node: cst.CSTNode) -> list[cst.EmptyLine]:
+    """The lines that hold only a comment, anywhere inside `node`, in source order."""
+    if isinstance(node, cst.EmptyLine):
+        return [node] if node.comment is not None else []
+    return [line for child in node.children for line in comment_lines(child)]
 
 
 def statement(code: str) -> cst.BaseStatement:
@@ -252,6 +315,20 @@ def with_commas(args: Sequence[cst.Arg]) -> list[cst.Arg]:
 
 def append_keyword(call: cst.Call, name: str, value: cst.BaseExpression) -> cst.Call:
     return call.with_changes(args=with_commas([*call.args, keyword_arg(name, value)]))
+
+
+def remove_small_statement(plan: Plan, small: cst.CSTNode) -> None:
+    """Remove one simple statement (`x = f()`): its whole line when it stands alone there,
+    only itself on a line it shares (`x = f(); y = 2`), `pass` in a one-line suite."""
+    line = plan.facts.parent.get(small)
+    alone = isinstance(line, (cst.SimpleStatementLine, cst.SimpleStatementSuite)) and len(
+        line.body) == 1
+    if alone and isinstance(line, cst.SimpleStatementLine):
+        plan.rewrite(line, constant(cst.RemoveFromParent()))
+    elif alone:
+        plan.rewrite(small, constant(cst.Pass()))
+    else:
+        plan.rewrite(small, constant(cst.RemoveFromParent()))
 
 
 def constant(node: Any) -> Rewrite:

@@ -27,7 +27,15 @@ from dataclasses import dataclass
 import libcst as cst
 
 from distrun.convert.analysis import Facts, dotted, keyword, positional, string_value
-from distrun.convert.plan import Plan, Rewrite, constant, expression, statement, statements
+from distrun.convert.plan import (
+    Plan,
+    Rewrite,
+    constant,
+    expression,
+    remove_small_statement,
+    statement,
+    statements,
+)
 from distrun.convert.transforms.model import WrappedModel, references
 
 _DEPRECATED = {
@@ -101,12 +109,12 @@ def _modernise(facts: Facts, plan: Plan) -> None:
 
 
 def _drop_cuda_amp_imports(facts: Facts, plan: Plan) -> None:
-    for stmt in facts.import_statements:
-        small = stmt.body[0]
-        if isinstance(small, cst.ImportFrom) and dotted(small.module or cst.Name("x")) in (
-                "torch.cuda.amp",):
-            plan.rewrite(stmt, lambda _n: cst.RemoveFromParent())
-            plan.change(stmt, "amp", "import from the deprecated torch.cuda.amp removed")
+    for stmt in dict.fromkeys(facts.import_statements):  # a line with 2 imports is there twice
+        for small in stmt.body:
+            if isinstance(small, cst.ImportFrom) and dotted(small.module or cst.Name("x")) in (
+                    "torch.cuda.amp",):
+                remove_small_statement(plan, small)
+                plan.change(stmt, "amp", "import from the deprecated torch.cuda.amp removed")
 
 
 def _has_autocast(facts: Facts) -> bool:
@@ -178,15 +186,16 @@ def _migrate_apex(facts: Facts, plan: Plan, models: list[WrappedModel]) -> bool:
 
 
 def _drop_apex_imports(facts: Facts, plan: Plan) -> None:
-    for stmt in facts.import_statements:
-        small = stmt.body[0]
-        module = dotted(small.module) if isinstance(small, cst.ImportFrom) and small.module \
-            else None
-        names = [dotted(a.name) for a in small.names] if isinstance(small, cst.Import) else []
-        if (module or "").split(".")[0] == "apex" or any((n or "").split(".")[0] == "apex"
-                                                         for n in names):
-            plan.rewrite(stmt, lambda _n: cst.RemoveFromParent())
-            plan.change(stmt, "amp", "apex import removed: torch replaces it")
+    for stmt in dict.fromkeys(facts.import_statements):  # a line with 2 imports is there twice
+        for small in stmt.body:
+            module = dotted(small.module) if isinstance(small, cst.ImportFrom) and small.module \
+                else None
+            names = [dotted(a.name) for a in small.names] if isinstance(small, cst.Import) \
+                else []
+            if (module or "").split(".")[0] == "apex" or any((n or "").split(".")[0] == "apex"
+                                                             for n in names):
+                remove_small_statement(plan, small)
+                plan.change(stmt, "amp", "apex import removed: torch replaces it")
 
 
 def _migrate_syncbn(facts: Facts, plan: Plan) -> None:
@@ -401,9 +410,7 @@ def remove_amp(facts: Facts, plan: Plan) -> None:
                 plan.change(with_stmt, "amp", "autocast removed (--amp none): full precision")
         elif name in _SCALERS and isinstance(parent, cst.Assign):
             scalers |= {c for t in parent.targets if (c := dotted(t.target))}
-            stmt = facts.statement(call)
-            if stmt is not None:
-                plan.rewrite(stmt, constant(cst.RemoveFromParent()))
+            remove_small_statement(plan, parent)
             plan.change(call, "amp", "GradScaler removed (--amp none)")
     for call in facts.calls:
         func = call.func
@@ -424,7 +431,23 @@ def remove_amp(facts: Facts, plan: Plan) -> None:
 
 
 def _unwrap_with(node: cst.CSTNode) -> cst.FlattenSentinel[cst.BaseStatement]:
+    """The `with` block's statements in its place: the comments above it, on its line and
+    above its first statement stay above that statement (the plan keeps the block's
+    footer comments); a one-line `with ...: a; b` becomes the line `a; b`."""
     assert isinstance(node, cst.With)
-    body = list(node.body.body) if isinstance(node.body, cst.IndentedBlock) else []
-    body[0] = body[0].with_changes(leading_lines=node.leading_lines)
+    suite = node.body
+    body: list[cst.BaseStatement]
+    on_its_line: list[cst.EmptyLine] = []
+    if isinstance(suite, cst.IndentedBlock):
+        body = list(suite.body)
+        if suite.header.comment is not None:
+            on_its_line.append(cst.EmptyLine(comment=suite.header.comment))
+    else:
+        assert isinstance(suite, cst.SimpleStatementSuite)
+        body = [cst.SimpleStatementLine(body=suite.body,
+                                        trailing_whitespace=suite.trailing_whitespace)]
+    first = body[0]
+    assert isinstance(first, (cst.SimpleStatementLine, cst.BaseCompoundStatement))
+    body[0] = first.with_changes(
+        leading_lines=[*node.leading_lines, *on_its_line, *first.leading_lines])
     return cst.FlattenSentinel(body)

@@ -20,7 +20,7 @@ import re
 import libcst as cst
 
 from distrun.convert.analysis import Facts, dotted, positional, string_value
-from distrun.convert.plan import Plan, Rewrite, expression
+from distrun.convert.plan import Plan, Rewrite, expression, remove_small_statement
 
 _CUDA_STRING = re.compile(r"^cuda(:0)?$")
 _GPU_INDEX_NAME = re.compile(r"(^|_)(device|gpu|gpu_id|device_id|cuda_device)$")
@@ -42,9 +42,8 @@ def plan_devices(facts: Facts, plan: Plan) -> None:
                 plan.rewrite(call, lambda _node: expression(dev))
                 plan.change(call, "device", f"`torch.device(\"cuda\", N)` -> `{dev}`")
         elif name == "torch.cuda.set_device":
-            stmt = facts.statement(call)
-            if isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1:
-                plan.rewrite(stmt, _remove)
+            if isinstance(facts.parent.get(call), cst.Expr):
+                remove_small_statement(plan, facts.parent[call])
                 plan.change(call, "device", "removed `torch.cuda.set_device(...)`: the setup "
                             "block sets the local rank's GPU")
     for string in facts.strings:
@@ -68,10 +67,6 @@ def _cuda_to_device(dev: str) -> Rewrite:
         return node.with_changes(func=node.func.with_changes(attr=cst.Name("to")), args=args)
 
     return rewrite
-
-
-def _remove(node: cst.CSTNode) -> cst.CSTNode:
-    return cst.RemoveFromParent()  # type: ignore[return-value]
 
 
 def _is_device_context(facts: Facts, string: cst.SimpleString) -> bool:

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 import libcst as cst
 
 from distrun.convert.analysis import Facts, block_body, dotted, positional
-from distrun.convert.plan import Plan, Rewrite, expression, statement
+from distrun.convert.plan import Plan, Rewrite, expression, remove_small_statement, statement
 
 # Attributes that DistributedDataParallel answers itself, exactly as the module would.
 PASS_THROUGH = frozenset({
@@ -412,7 +412,7 @@ def _plan_data_parallel(facts: Facts, plan: Plan, wrapped: list[WrappedModel]) -
         args = positional(call)
         inner = dotted(args[0].value) if args else None
         stmt = facts.statement(call)
-        assign = stmt.body[0] if isinstance(stmt, cst.SimpleStatementLine) else None
+        assign = facts.parent.get(call)
         if (
             isinstance(assign, cst.Assign)
             and assign.value is call
@@ -421,7 +421,7 @@ def _plan_data_parallel(facts: Facts, plan: Plan, wrapped: list[WrappedModel]) -
             and inner in wrapped_codes
             and stmt is not None
         ):
-            _remove_statement(facts, plan, stmt)
+            _remove_statement(facts, plan, stmt, assign)
             plan.change(call, "model", f"removed `{facts.code(call.func)}({inner})`: "
                         "torch's DistributedDataParallel replaces it")
         elif args and inner in wrapped_codes or args and not wrapped:
@@ -463,15 +463,18 @@ def _to_ddp(plan: Plan) -> Rewrite:
     return rewrite
 
 
-def _remove_statement(facts: Facts, plan: Plan, stmt: cst.BaseStatement) -> None:
-    """Remove a statement; an `if` left with nothing else in it goes too."""
+def _remove_statement(facts: Facts, plan: Plan, stmt: cst.BaseStatement,
+                      small: cst.BaseSmallStatement) -> None:
+    """Remove the simple statement `small` (in `stmt`); an `if` left with nothing else in
+    it goes too."""
     parent = facts.parent.get(stmt)
     owner = facts.parent.get(parent) if isinstance(parent, cst.IndentedBlock) else None
     if (
         isinstance(owner, cst.If)
         and owner.orelse is None
         and len(block_body(owner)) == 1
+        and isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1
     ):
         plan.rewrite(owner, lambda _n: cst.RemoveFromParent())
     else:
-        plan.rewrite(stmt, lambda _n: cst.RemoveFromParent())
+        remove_small_statement(plan, small)
