@@ -29,6 +29,12 @@ class Script:
         data = text.encode(self.encoding if self.encoding != "utf-8-sig" else "utf-8")
         return (b"\xef\xbb\xbf" + data) if self.bom else data
 
+    @property
+    def is_empty(self) -> bool:
+        """No code at all: nothing, blank lines, or comments only."""
+        return all(not line.strip() or line.lstrip().startswith("#")
+                   for line in self.text.splitlines())
+
 
 def read_script(path: str) -> Script:
     p = Path(path)
@@ -87,6 +93,7 @@ def write_atomic(target: str, data: bytes, like: str | None = None, backup: bool
         fd, tmp = tempfile.mkstemp(prefix=f".{t.name}.", suffix=".tmp", dir=folder)
     except OSError as err:
         raise InputError(f"{target}: cannot write: {err.strerror}") from None
+    made_backup = False
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
@@ -94,7 +101,10 @@ def write_atomic(target: str, data: bytes, like: str | None = None, backup: bool
             shutil.copymode(like, tmp)
         if backup and t.exists():
             shutil.copy2(t, backup_path)
+            made_backup = True
         os.replace(tmp, t)
     except OSError as err:
         Path(tmp).unlink(missing_ok=True)
+        if made_backup:  # on any error nothing is written: not even the backup
+            backup_path.unlink(missing_ok=True)
         raise InputError(f"{target}: cannot write: {err.strerror}") from None

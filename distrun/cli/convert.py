@@ -43,7 +43,8 @@ def convert(script: str, output: str | None, in_place: bool, no_backup: bool, sh
     Every change and every warning is reported as FILE:LINE. Exit codes:
       0  converted (or already distributed: nothing to do)
       1  --check: the script needs converting
-      2  bad input: missing file, not Python, syntax error, OUT would overwrite SCRIPT
+      2  bad input: missing, empty or binary file, not Python 3, syntax error,
+         OUT would overwrite SCRIPT, OUT cannot be written
     \b
     Examples:
       distrun convert train.py                 # writes train_ddp.py
@@ -67,6 +68,9 @@ def convert(script: str, output: str | None, in_place: bool, no_backup: bool, sh
         raise InputError(f"{output} is the script itself: refusing to overwrite it",
                          "use --in-place to rewrite it (a .orig backup is kept)")
     source = read_script(script)
+    if source.is_empty:
+        raise InputError(f"{script}: empty file (no Python code in it): nothing to convert",
+                         "check that this is the script you meant: it holds no code")
     options = ConvertOptions(target=target, amp=amp, sync_bn=sync_bn,  # type: ignore[arg-type]
                              scale_lr=scale_lr, grad_accum_no_sync=grad_accum_no_sync,
                              eval_shard=eval_mode == "shard")

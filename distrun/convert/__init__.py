@@ -30,11 +30,14 @@ def _convert(source: str, filename: str, options: ConvertOptions) -> ConvertResu
     import libcst as cst
 
     from distrun.convert.pipeline import run
+    from distrun.convert.validate import check_python
 
+    check_python(source, filename)
     try:
         module = cst.parse_module(source)
     except cst.ParserSyntaxError as err:
-        raise _syntax_error(source, filename, err) from None
+        raise ConvertError(f"{filename}: the parser cannot read this file ({err})",
+                           "this Python syntax is not supported by LibCST yet") from None
     return run(source, module, options)
 
 
@@ -72,17 +75,3 @@ def _on_a_deep_stack(source: str, filename: str, options: ConvertOptions) -> Con
     if isinstance(result, BaseException):
         raise result
     return result
-
-
-def _syntax_error(source: str, filename: str, err: Exception) -> ConvertError:
-    """Name the line as Python itself does (LibCST's positions can be one line late)."""
-    try:
-        compile(source, filename, "exec", dont_inherit=True)
-    except SyntaxError as syntax:
-        where = f"{filename}:{syntax.lineno}:{syntax.offset or 1}"
-        return ConvertError(f"{where}: not valid Python: {syntax.msg}",
-                            "fix the syntax error, then convert again")
-    except ValueError as value_error:  # e.g. null bytes
-        return ConvertError(f"{filename}: not valid Python: {value_error}")
-    return ConvertError(f"{filename}: the parser cannot read this file ({err})",
-                        "this Python syntax is not supported by LibCST yet")
