@@ -37,6 +37,8 @@ class Names:
     ddp: str = "DDP"
     sampler: str = "DistributedSampler"
     gc: str = "gc"
+    os: str = "os"
+    contextlib: str = "contextlib"
     accelerator: str = "accelerator"
 
     @classmethod
@@ -46,10 +48,12 @@ class Names:
             "ddp": "torch.nn.parallel.DistributedDataParallel",
             "sampler": "torch.utils.data.distributed.DistributedSampler",
             "gc": "gc",
+            "os": "os",
+            "contextlib": "contextlib",
         }
         chosen = cls()
         for attr in ("local_rank", "rank", "world_size", "device", "dist", "ddp", "sampler",
-                     "gc", "accelerator"):
+                     "gc", "os", "contextlib", "accelerator"):
             base = getattr(chosen, attr)
             name = base
             # An existing import of exactly what we need is reused; anything else bound

@@ -21,10 +21,10 @@ from distrun.convert.analysis import Facts
 from distrun.convert.plan import Plan, statements
 
 IMPORTS = {
-    "contextlib": ("contextlib", "import contextlib"),
+    "contextlib": ("contextlib", "import contextlib as {name}"),
     "accelerator": ("accelerate.Accelerator", "from accelerate import Accelerator"),
     "gc": ("gc", "import gc as {name}"),
-    "os": ("os", "import os"),
+    "os": ("os", "import os as {name}"),
     "torch": ("torch", "import torch"),
     "dist": ("torch.distributed", "import torch.distributed as {name}"),
     "ddp": (
@@ -53,15 +53,15 @@ def setup_code(plan: Plan) -> str:
 {n.world_size} = {n.accelerator}.num_processes
 {n.device} = {n.accelerator}.device
 '''
-    return f'''{n.local_rank} = int(os.environ.get("LOCAL_RANK", 0))
-{n.rank} = int(os.environ.get("RANK", 0))
-{n.world_size} = int(os.environ.get("WORLD_SIZE", 1))
+    return f'''{n.local_rank} = int({n.os}.environ.get("LOCAL_RANK", 0))
+{n.rank} = int({n.os}.environ.get("RANK", 0))
+{n.world_size} = int({n.os}.environ.get("WORLD_SIZE", 1))
 if torch.cuda.is_available():
     torch.cuda.set_device({n.local_rank})
     {n.device} = torch.device("cuda", {n.local_rank})
 else:
     {n.device} = torch.device("cpu")
-if "RANK" in os.environ:
+if "RANK" in {n.os}.environ:
     {n.dist}.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
 else:  # started without a launcher: a world of one process
     {n.dist}.init_process_group(
