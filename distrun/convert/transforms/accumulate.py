@@ -62,7 +62,8 @@ def plan_no_sync(facts: Facts, plan: Plan, models: list[WrappedModel]) -> None:
             continue
         sync = (f"{plan.names.accelerator}.no_sync({model_code})" if plan.accelerate
                 else f"{model_code}.no_sync()")
-        head = f"with ({sync} if not ({cond}) else {plan.names.contextlib}.nullcontext()):\n    pass\n"
+        nullcontext = f"{plan.names.contextlib}.nullcontext()"
+        head = f"with ({sync} if not ({cond}) else {nullcontext}):\n    pass\n"
 
         def make(stmts: list[cst.BaseStatement], head: str = head) -> cst.BaseStatement:
             leading = stmts[0].leading_lines  # type: ignore[attr-defined]
