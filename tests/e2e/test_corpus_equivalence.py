@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -47,6 +48,38 @@ def eval_lines(stdout: str) -> list[str]:
     return [line for line in stdout.splitlines() if line.startswith("EVAL ")]
 
 
+def run_single(script: Path, folder: Path) -> subprocess.CompletedProcess[str]:
+    """The script on one process, batch 64, its checkpoint in single.pt."""
+    result = run_cmd([sys.executable, str(script)], cwd=folder,
+                     env={"BATCH_SIZE": "64", "OUT_PATH": str(folder / "single.pt")})
+    assert result.returncode == 0, result.stderr
+    return result
+
+
+def run_two(converted: Path, folder: Path, launcher: str = "torchrun"
+            ) -> subprocess.CompletedProcess[str]:
+    """The converted script on 2 processes, batch 32 each, its checkpoint in multi.pt."""
+    result = distrun("launch", "--launcher", launcher, "--nproc-per-node", "2", str(converted),
+                     cwd=folder, env={"BATCH_SIZE": "32", "OUT_PATH": str(folder / "multi.pt")})
+    assert result.returncode == 0, result.stdout + result.stderr
+    return result
+
+
+def assert_same_checkpoint(folder: Path) -> None:
+    """multi.pt has single.pt's keys (no `module.` prefix) and its weights within 1e-5."""
+    expected, got = state_dict_of(folder / "single.pt"), state_dict_of(folder / "multi.pt")
+    assert not [k for k in got if k.startswith("module.")], "a `module.` prefix in the keys"
+    assert sorted(expected) == sorted(got), "checkpoint keys differ (a `module.` prefix?)"
+    assert_weights_close(folder)
+
+
+def assert_weights_close(folder: Path, tol: float = 1e-5, got_file: str = "multi.pt") -> None:
+    """Every tensor of single.pt is in `got_file`, equal within `tol`."""
+    expected, got = state_dict_of(folder / "single.pt"), state_dict_of(folder / got_file)
+    for key in expected:
+        torch.testing.assert_close(got[key], expected[key], atol=tol, rtol=tol, msg=key)
+
+
 def test_corpus_is_big_enough() -> None:
     assert len(SCRIPTS) >= 12
 
@@ -64,19 +97,11 @@ def test_converted_script_trains_like_the_original(name: str, tmp_path: Path) ->
     uses_apex = "apex" in script.read_text()
     assert not imported_modules(converted.read_text()) & {"apex", "distrun"}
     reference = converted if uses_apex else script
-    single = run_cmd([sys.executable, str(reference)], cwd=tmp_path,
-                     env={"BATCH_SIZE": "64", "OUT_PATH": str(tmp_path / "single.pt")})
-    assert single.returncode == 0, single.stderr
+    single = run_single(reference, tmp_path)
 
-    multi = distrun("launch", "--nproc-per-node", "2", str(converted), cwd=tmp_path,
-                    env={"BATCH_SIZE": "32", "OUT_PATH": str(tmp_path / "multi.pt")})
-    assert multi.returncode == 0, multi.stdout + multi.stderr
+    multi = run_two(converted, tmp_path)
 
-    expected, got = state_dict_of(tmp_path / "single.pt"), state_dict_of(tmp_path / "multi.pt")
-    assert not [k for k in got if k.startswith("module.")], "a `module.` prefix in the keys"
-    assert sorted(expected) == sorted(got), "checkpoint keys differ (a `module.` prefix?)"
-    for key in expected:
-        torch.testing.assert_close(got[key], expected[key], atol=1e-5, rtol=1e-5, msg=key)
+    assert_same_checkpoint(tmp_path)
     assert eval_lines(multi.stdout) == eval_lines(single.stdout)
 
 
@@ -88,9 +113,7 @@ def test_converted_script_runs_under_accelerate_launch(name: str, tmp_path: Path
 
     script = tmp_path / name
     shutil.copy(CORPUS / name, script)
-    single = run_cmd([sys.executable, str(script)], cwd=tmp_path,
-                     env={"BATCH_SIZE": "64", "OUT_PATH": str(tmp_path / "single.pt")})
-    assert single.returncode == 0, single.stderr
+    single = run_single(script, tmp_path)
     converted = tmp_path / "converted.py"
     assert distrun("convert", str(script), "-o", str(converted)).returncode == 0
     accelerate = Path(sys.executable).with_name("accelerate")
@@ -121,9 +144,7 @@ def test_converted_script_also_runs_without_a_launcher(tmp_path: Path) -> None:
     alone = run_cmd([sys.executable, str(converted)], cwd=tmp_path,
                     env={**env, "OUT_PATH": str(tmp_path / "alone.pt")})
     assert alone.returncode == 0, alone.stderr
-    expected, got = state_dict_of(tmp_path / "single.pt"), state_dict_of(tmp_path / "alone.pt")
-    for key in expected:
-        torch.testing.assert_close(got[key], expected[key], atol=1e-6, rtol=1e-6, msg=key)
+    assert_weights_close(tmp_path, tol=1e-6, got_file="alone.pt")
     assert eval_lines(alone.stdout) == eval_lines(single.stdout)
 
 
@@ -131,35 +152,23 @@ def test_amp_fp16_on_cpu_trains_exactly_like_the_original(tmp_path: Path) -> Non
     """--amp fp16 autocasts only with CUDA: on CPU the training must not change at all."""
     script = tmp_path / "eval_loop.py"
     shutil.copy(CORPUS / "eval_loop.py", script)
-    single = run_cmd([sys.executable, str(script)], cwd=tmp_path,
-                     env={"BATCH_SIZE": "64", "OUT_PATH": str(tmp_path / "single.pt")})
-    assert single.returncode == 0, single.stderr
+    run_single(script, tmp_path)
     converted = tmp_path / "converted.py"
     conv = distrun("convert", str(script), "--amp", "fp16", "-o", str(converted))
     assert conv.returncode == 0, conv.stderr
     assert "torch.autocast(" in converted.read_text() and "GradScaler" in converted.read_text()
-    multi = distrun("launch", "--nproc-per-node", "2", str(converted), cwd=tmp_path,
-                    env={"BATCH_SIZE": "32", "OUT_PATH": str(tmp_path / "multi.pt")})
-    assert multi.returncode == 0, multi.stdout + multi.stderr
-    expected, got = state_dict_of(tmp_path / "single.pt"), state_dict_of(tmp_path / "multi.pt")
-    for key in expected:
-        torch.testing.assert_close(got[key], expected[key], atol=1e-5, rtol=1e-5, msg=key)
+    run_two(converted, tmp_path)
+    assert_weights_close(tmp_path)
 
 
 def test_amp_bf16_runs_on_cpu_close_to_the_original(tmp_path: Path) -> None:
     script = tmp_path / "functions_main_guard.py"
     shutil.copy(CORPUS / "functions_main_guard.py", script)
-    single = run_cmd([sys.executable, str(script)], cwd=tmp_path,
-                     env={"BATCH_SIZE": "64", "OUT_PATH": str(tmp_path / "single.pt")})
-    assert single.returncode == 0, single.stderr
+    run_single(script, tmp_path)
     converted = tmp_path / "converted.py"
     assert distrun("convert", str(script), "--amp", "bf16", "-o", str(converted)).returncode == 0
-    multi = distrun("launch", "--nproc-per-node", "2", str(converted), cwd=tmp_path,
-                    env={"BATCH_SIZE": "32", "OUT_PATH": str(tmp_path / "multi.pt")})
-    assert multi.returncode == 0, multi.stdout + multi.stderr
-    expected, got = state_dict_of(tmp_path / "single.pt"), state_dict_of(tmp_path / "multi.pt")
-    for key in expected:  # bf16 keeps ~3 significant digits: close, not equal
-        torch.testing.assert_close(got[key], expected[key], atol=5e-2, rtol=5e-2, msg=key)
+    run_two(converted, tmp_path)
+    assert_weights_close(tmp_path, tol=5e-2)  # bf16 keeps ~3 significant digits
 
 
 @pytest.mark.parametrize("name", SCRIPTS)
@@ -174,13 +183,8 @@ def test_accelerate_target_trains_like_the_original(name: str, tmp_path: Path) -
     assert not imported_modules(converted.read_text()) & {"apex", "distrun"}
     # apex scripts: the reference is the conversion run as a world of one.
     reference = converted if "apex" in script.read_text() else script
-    single = run_cmd([sys.executable, str(reference)], cwd=tmp_path,
-                     env={"BATCH_SIZE": "64", "OUT_PATH": str(tmp_path / "single.pt")})
-    assert single.returncode == 0, single.stderr
-    multi = distrun("launch", "--launcher", "accelerate", "--nproc-per-node", "2",
-                    str(converted), cwd=tmp_path,
-                    env={"BATCH_SIZE": "32", "OUT_PATH": str(tmp_path / "multi.pt")})
-    assert multi.returncode == 0, multi.stdout + multi.stderr
+    single = run_single(reference, tmp_path)
+    multi = run_two(converted, tmp_path, "accelerate")
     if name in ACCELERATE_REORDERS_RNG:
         # Its loader is prepared where it is built, before the model exists:
         # accelerate's prepare draws from the random generator, so the model starts from
@@ -190,11 +194,7 @@ def test_accelerate_target_trains_like_the_original(name: str, tmp_path: Path) -
         assert not [k for k in got if k.startswith("module.")], "a `module.` prefix in the keys"
         assert all(torch.isfinite(v).all() for v in got.values())
         return
-    expected, got = state_dict_of(tmp_path / "single.pt"), state_dict_of(tmp_path / "multi.pt")
-    assert not [k for k in got if k.startswith("module.")], "a `module.` prefix in the keys"
-    assert sorted(expected) == sorted(got), "checkpoint keys differ (a `module.` prefix?)"
-    for key in expected:
-        torch.testing.assert_close(got[key], expected[key], atol=1e-5, rtol=1e-5, msg=key)
+    assert_same_checkpoint(tmp_path)
     assert eval_lines(multi.stdout) == eval_lines(single.stdout)
 
 
@@ -203,21 +203,14 @@ def test_grad_accum_no_sync_trains_like_the_original(target: str, tmp_path: Path
     """--grad-accum-no-sync: micro-steps skip the all-reduce, the result is unchanged."""
     script = tmp_path / "grad_accumulation.py"
     shutil.copy(CORPUS / "grad_accumulation.py", script)
-    single = run_cmd([sys.executable, str(script)], cwd=tmp_path,
-                     env={"BATCH_SIZE": "64", "OUT_PATH": str(tmp_path / "single.pt")})
-    assert single.returncode == 0, single.stderr
+    run_single(script, tmp_path)
     converted = tmp_path / "converted.py"
     conv = distrun("convert", str(script), "--grad-accum-no-sync", "--to", target, "-o",
                    str(converted))
     assert conv.returncode == 0, conv.stderr
     assert "no_sync" in converted.read_text()
-    multi = distrun("launch", "--launcher", "accelerate" if target == "accelerate" else
-                    "torchrun", "--nproc-per-node", "2", str(converted), cwd=tmp_path,
-                    env={"BATCH_SIZE": "32", "OUT_PATH": str(tmp_path / "multi.pt")})
-    assert multi.returncode == 0, multi.stdout + multi.stderr
-    expected, got = state_dict_of(tmp_path / "single.pt"), state_dict_of(tmp_path / "multi.pt")
-    for key in expected:
-        torch.testing.assert_close(got[key], expected[key], atol=1e-5, rtol=1e-5, msg=key)
+    run_two(converted, tmp_path, "accelerate" if target == "accelerate" else "torchrun")
+    assert_weights_close(tmp_path)
 
 
 @pytest.mark.parametrize("name", ["eval_loop.py", "functions_main_guard.py", "helper_loaders.py"])
@@ -226,18 +219,12 @@ def test_sharded_evaluation_prints_the_single_process_metrics(name: str, tmp_pat
     evaluation is the single process's (the test sets do not divide evenly by 16 x 2)."""
     script = tmp_path / name
     shutil.copy(CORPUS / name, script)
-    single = run_cmd([sys.executable, str(script)], cwd=tmp_path,
-                     env={"BATCH_SIZE": "64", "OUT_PATH": str(tmp_path / "single.pt")})
-    assert single.returncode == 0, single.stderr
+    single = run_single(script, tmp_path)
     converted = tmp_path / "converted.py"
     conv = distrun("convert", str(script), "--eval", "shard", "-o", str(converted))
     assert conv.returncode == 0, conv.stderr
     assert "all_reduce(eval_sums)" in converted.read_text()
-    multi = distrun("launch", "--nproc-per-node", "2", str(converted), cwd=tmp_path,
-                    env={"BATCH_SIZE": "32", "OUT_PATH": str(tmp_path / "multi.pt")})
-    assert multi.returncode == 0, multi.stdout + multi.stderr
+    multi = run_two(converted, tmp_path)
     assert eval_lines(multi.stdout) == eval_lines(single.stdout)
     assert eval_lines(single.stdout)
-    expected, got = state_dict_of(tmp_path / "single.pt"), state_dict_of(tmp_path / "multi.pt")
-    for key in expected:
-        torch.testing.assert_close(got[key], expected[key], atol=1e-5, rtol=1e-5, msg=key)
+    assert_weights_close(tmp_path)
