@@ -35,6 +35,13 @@ def route_source(address: str) -> str | None:
         return None
 
 
-def interface_for(address: str) -> str | None:
+def route(address: str) -> tuple[str | None, str | None]:
+    """(interface, local address) the kernel would use to reach `address`."""
     source = route_source(address)
-    return next((name for name, ip in interfaces().items() if ip == source), None)
+    if source is None:
+        return None, None
+    return next((name for name, ip in interfaces().items() if ip == source), None), source
+
+
+def interface_for(address: str) -> str | None:
+    return route(address)[0]

@@ -241,20 +241,19 @@ def _pick_interface(host: str, env: dict[str, str], environ: Mapping[str, str],
     the master, unless the user chose one. Returns this node's address on that route
     (None when it is loopback or unknown): with c10d, torchrun tells the other nodes to
     meet node 0 at its hostname unless given --local-addr, the same trap."""
-    from distrun.netinfo import interfaces, route_source
+    from distrun.netinfo import route
 
     try:
         ip = socket.gethostbyname(host)
     except OSError:
         return None
-    source = route_source(ip)
+    name, source = route(ip)
     if source is None:
         raise LaunchError(f"no route from this node to {host}" + (f" ({ip})" if ip != host
                                                                   else ""),
                           "check the address of node 0 (--master-addr / --rdzv-endpoint) and "
                           "this node's network (`ip route get ADDRESS` shows the way out)")
-    name = next((n for n, a in interfaces().items() if a == source), None)
-    if source is None or name is None or name.startswith("lo"):
+    if name is None or name.startswith("lo"):
         return None
     wanted = [v for v in ("GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME")
               if v not in env and v not in environ]
