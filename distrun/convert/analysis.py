@@ -50,6 +50,8 @@ def positional(call: cst.Call) -> list[cst.Arg]:
 
 @dataclass
 class Facts:
+    """Built once by `Facts.build`; read-only afterwards (transforms only ask)."""
+
     module: cst.Module
     lines: dict[cst.CSTNode, int] = field(default_factory=dict)
     spans: dict[cst.CSTNode, tuple[tuple[int, int], tuple[int, int]]] = field(default_factory=dict)
@@ -63,7 +65,7 @@ class Facts:
     attributes: list[cst.Attribute] = field(default_factory=list)
     names: list[cst.Name] = field(default_factory=list)
     strings: list[cst.SimpleString] = field(default_factory=list)
-    bound_names: set[str] = field(default_factory=set)
+    bound_names: frozenset[str] = frozenset()  # every name the script binds
     main_guard: cst.If | None = None
     import_statements: list[cst.SimpleStatementLine] = field(default_factory=list)
     _call_starts: list[tuple[int, int]] = field(default_factory=list)
@@ -78,7 +80,9 @@ class Facts:
             node: ((pos.start.line, pos.start.column), (pos.end.line, pos.end.column))
             for node, pos in positions.items()
         }
-        module.visit(_Collector(facts))
+        collector = _Collector(facts)
+        module.visit(collector)
+        facts.bound_names = frozenset(collector.bound)
         facts._call_starts = [facts.spans[c][0] for c in facts.calls]
         return facts
 
@@ -238,6 +242,7 @@ class _Collector(cst.CSTVisitor):
     def __init__(self, facts: Facts) -> None:
         self.facts = facts
         self.stack: list[cst.CSTNode] = []
+        self.bound: set[str] = set()
 
     def on_visit(self, node: cst.CSTNode) -> bool:
         if self.stack:
@@ -281,14 +286,14 @@ class _Collector(cst.CSTVisitor):
             self.facts.import_statements.append(line)
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
-        self.facts.bound_names.add(node.name.value)
+        self.bound.add(node.name.value)
         if self.facts.parent.get(node) is self.facts.module:
             self.facts.functions[node.name.value] = node
         for param in [*node.params.params, *node.params.posonly_params, *node.params.kwonly_params]:
-            self.facts.bound_names.add(param.name.value)
+            self.bound.add(param.name.value)
 
     def visit_ClassDef(self, node: cst.ClassDef) -> None:
-        self.facts.bound_names.add(node.name.value)
+        self.bound.add(node.name.value)
         if self.facts.parent.get(node) is self.facts.module:
             self.facts.classes[node.name.value] = node
 
@@ -315,16 +320,16 @@ class _Collector(cst.CSTVisitor):
         self.facts.strings.append(node)
 
     def visit_AssignTarget(self, node: cst.AssignTarget) -> None:
-        _bind(self.facts.bound_names, node.target)
+        _bind(self.bound, node.target)
 
     def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
-        _bind(self.facts.bound_names, node.target)
+        _bind(self.bound, node.target)
 
     def visit_CompFor(self, node: cst.CompFor) -> None:
-        _bind(self.facts.bound_names, node.target)
+        _bind(self.bound, node.target)
 
     def visit_For_target(self, node: cst.For) -> None:
-        _bind(self.facts.bound_names, node.target)
+        _bind(self.bound, node.target)
 
 
 def _bind(names: set[str], target: cst.BaseExpression) -> None:

@@ -68,3 +68,12 @@ def test_every_rule_folder_has_a_fixture() -> None:
     folders = {p.parent.name for p in CASES}
     assert {"device", "model", "data", "output", "checkpoint", "setup", "hazards", "amp",
             "scaling", "accelerate"} <= folders
+
+
+def test_every_transform_has_fixtures() -> None:
+    """Each module of the pipeline has a folder of fixtures named after it."""
+    from distrun.convert.transforms import PIPELINE
+
+    folders = {p.parent.name for p in CASES}
+    modules = {t.run.__module__.rsplit(".", 1)[-1] for t in PIPELINE}
+    assert modules - folders == set()

@@ -1,0 +1,43 @@
+"""The transforms, in the order they run. Each module holds one concern, says in its
+docstring what it rewrites and what it won't, and exposes its `Transform`(s).
+
+Order matters: data before the model (accelerate prepares training loaders with the
+model), the model before what needs its references (mixed precision, evaluation,
+checkpoints), setup last (it places the process group where everything it serves can
+see it, and adds the imports the others asked for).
+"""
+
+from __future__ import annotations
+
+from distrun.convert.context import Transform
+from distrun.convert.transforms import (
+    accelerate,
+    accumulate,
+    amp,
+    checkpoint,
+    data,
+    device,
+    evaluation,
+    hazards,
+    model,
+    output,
+    scaling,
+    setup,
+)
+
+PIPELINE: tuple[Transform, ...] = (
+    device.TRANSFORM,
+    data.TRANSFORM,
+    model.TRANSFORM,
+    accelerate.PREPARE_LOADERS,
+    evaluation.TRANSFORM,
+    amp.REMOVE,
+    amp.TRANSFORM,
+    accelerate.BACKWARD,
+    accumulate.TRANSFORM,
+    scaling.TRANSFORM,
+    checkpoint.TRANSFORM,
+    output.TRANSFORM,
+    hazards.TRANSFORM,
+    setup.TRANSFORM,
+)

@@ -16,21 +16,23 @@ not in the backward's own block.
 
 from __future__ import annotations
 
+from functools import partial
+
 import libcst as cst
 
 from distrun.convert.analysis import Facts, dotted, walk
-from distrun.convert.plan import Plan, statement
-from distrun.convert.transforms.model import WrappedModel, references
+from distrun.convert.build import with_block
+from distrun.convert.context import Context, Transform
+from distrun.convert.idioms import is_backward, is_optimizer_step
 
 
-def plan_no_sync(facts: Facts, plan: Plan, models: list[WrappedModel]) -> None:
-    if not plan.options.grad_accum_no_sync:
-        return
-    refs = {id(r): dotted(r) for m in models for r in references(facts, m)}  # type: ignore[arg-type]
+def plan_no_sync(ctx: Context) -> None:
+    facts, plan = ctx.facts, ctx.plan
+    refs = {id(r): dotted(r) for m in ctx.models  # type: ignore[arg-type]
+            for r in m.references(facts)}
     found = False
     for call in facts.calls:
-        func = call.func
-        if not (isinstance(func, cst.Attribute) and func.attr.value == "backward"):
+        if not is_backward(call):
             continue
         backward = facts.statement(call)
         if backward is None:
@@ -54,25 +56,17 @@ def plan_no_sync(facts: Facts, plan: Plan, models: list[WrappedModel]) -> None:
             continue
         cond = facts.code(step_if.test)
         assigned = _assigned_names(body[first: index + 1])
-        if any(isinstance(n, cst.Name) and n.value in assigned
-               for n in facts.names if facts.inside(n, step_if.test)):
+        if any(n.value in assigned for n in facts.names if facts.inside(n, step_if.test)):
             plan.finding(step_if, "grad-accum", "the step condition reads values of the "
                          "micro-step: no_sync not added", "skip the all-reduce with "
                          "`model.no_sync()` around the non-final micro-steps yourself")
             continue
-        sync = (f"{plan.names.accelerator}.no_sync({model_code})" if plan.accelerate
+        sync = (f"{ctx.names.accelerator}.no_sync({model_code})" if ctx.accelerate
                 else f"{model_code}.no_sync()")
-        nullcontext = f"{plan.names.contextlib}.nullcontext()"
-        head = f"with ({sync} if not ({cond}) else {nullcontext}):\n    pass\n"
-
-        def make(stmts: list[cst.BaseStatement], head: str = head) -> cst.BaseStatement:
-            leading = stmts[0].leading_lines  # type: ignore[attr-defined]
-            inner = [stmts[0].with_changes(leading_lines=()), *stmts[1:]]
-            node = cst.ensure_type(statement(head), cst.With)
-            return node.with_changes(body=cst.IndentedBlock(body=inner), leading_lines=leading)
-
-        plan.wrap(body[first], backward, make)
-        plan.needed_imports.add("contextlib")
+        nullcontext = f"{ctx.names.contextlib}.nullcontext()"
+        head = f"({sync} if not ({cond}) else {nullcontext})"
+        plan.wrap(body[first], backward, partial(with_block, head))
+        ctx.need("contextlib")
         plan.change(body[first], "grad-accum", f"micro-steps that do not step the optimizer "
                     f"run under `{sync}`: their gradients are not all-reduced")
         found = True
@@ -81,14 +75,11 @@ def plan_no_sync(facts: Facts, plan: Plan, models: list[WrappedModel]) -> None:
                      "under a condition after an unconditional backward", severity="info")
 
 
+TRANSFORM = Transform("grad-accum", plan_no_sync, lambda options: options.grad_accum_no_sync)
+
+
 def _steps(facts: Facts, node: cst.If) -> bool:
-    for call in facts.calls_in(node.body):
-        func = call.func
-        if isinstance(func, cst.Attribute) and func.attr.value == "step":
-            owner = dotted(func.value) or ""
-            if "opt" in owner.lower() or "scaler" in owner.lower():
-                return True
-    return False
+    return any(is_optimizer_step(call) for call in facts.calls_in(node.body))
 
 
 def _assigned_names(stmts: list[cst.BaseStatement]) -> set[str]:

@@ -16,26 +16,21 @@ from __future__ import annotations
 import libcst as cst
 
 from distrun.convert.analysis import Facts, block_body, keyword, positional
-from distrun.convert.plan import (
-    Plan,
-    Rewrite,
-    append_keyword,
-    expression,
-    guard_rank0,
-    statement,
-)
-from distrun.convert.transforms.model import WrappedModel, references, through_wrapper
+from distrun.convert.build import Rewrite, append_keyword, expression, guard_rank0, statement
+from distrun.convert.context import Context, Transform
+from distrun.convert.transforms.model import through_wrapper
 
 
-def plan_checkpoints(facts: Facts, plan: Plan, models: list[WrappedModel]) -> None:
-    refs = {id(r) for m in models for r in references(facts, m)}
-    rank, dev = plan.names.rank, plan.names.device
+def plan_checkpoints(ctx: Context) -> None:
+    facts, plan = ctx.facts, ctx.plan
+    refs = ctx.model_refs()
+    rank, dev = ctx.names.rank, ctx.names.device
     for call in facts.calls:
         name = facts.call_name(call)
         if name == "torch.save":
             args = positional(call)
             if args and id(args[0].value) in refs:
-                plan.rewrite(args[0].value, through_wrapper(plan))
+                plan.rewrite(args[0].value, through_wrapper(ctx))
                 plan.change(call, "checkpoint", "save the model inside the DDP wrapper, not "
                             "the wrapper")
             stmt = facts.statement(call)
@@ -49,20 +44,23 @@ def plan_checkpoints(facts: Facts, plan: Plan, models: list[WrappedModel]) -> No
             ):
                 assert stmt is not None
                 plan.rewrite(stmt, lambda n: guard_rank0(n, rank))
-                barrier = plan.barrier()
+                barrier = ctx.barrier()
                 plan.insert_after(stmt, [statement(f"{barrier}\n")])
                 plan.change(call, "checkpoint", "checkpoint saved by rank 0 only, then "
                             f"`{barrier}` so no rank reads it before it is written")
             else:
                 plan.finding(call, "checkpoint", "`torch.save` not alone on its line: every "
                              "rank writes the file", f"save under `if {rank} == 0:` then call "
-                             f"`{plan.barrier()}`")
+                             f"`{ctx.barrier()}`")
         elif name == "torch.load" and keyword(call, "map_location") is None:
             if len(positional(call)) >= 2:
                 continue
             plan.rewrite(call, _add_map_location(dev))
             plan.change(call, "checkpoint", f"`torch.load(..., map_location={dev})`: each "
                         "rank loads onto its own device")
+
+
+TRANSFORM = Transform("checkpoint", plan_checkpoints)
 
 
 def _file_opened_around(facts: Facts, stmt: cst.CSTNode) -> cst.With | None:

@@ -17,43 +17,30 @@ has a sampler or batch_sampler, or an IterableDataset (reported with the fix).
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 
 import libcst as cst
 
 from distrun.convert.analysis import Facts, dotted, keyword, positional
-from distrun.convert.plan import (
-    Plan,
-    Rewrite,
-    expression,
-    keyword_arg,
-    statement,
-    with_commas,
+from distrun.convert.build import Rewrite, code_of, expression, keyword_arg, statement, with_commas
+from distrun.convert.context import Context, EvalLoader, LoaderToPrepare, Transform
+from distrun.convert.idioms import (
+    DATALOADER,
+    ITERABLE_DATASET,
+    assigns_inside,
+    origin_names,
+    train_loops,
 )
-from distrun.convert.transforms.model import WrappedModel
 
-ITERABLE_DATASET = frozenset({"torch.utils.data.IterableDataset",
-                              "torch.utils.data.dataset.IterableDataset"})
-DATALOADER = frozenset({"torch.utils.data.DataLoader", "torch.utils.data.dataloader.DataLoader"})
-_ITER_WRAPPERS = frozenset({
-    "enumerate", "iter", "zip", "tqdm", "tqdm.tqdm", "tqdm.auto.tqdm", "tqdm.notebook.tqdm",
-})
 _LOADER_PARAMS = [
     "dataset", "batch_size", "shuffle", "sampler", "batch_sampler", "num_workers",
     "collate_fn", "pin_memory", "drop_last", "timeout", "worker_init_fn",
 ]
 _EVAL_NAME = re.compile(r"test|val|eval|dev|valid", re.IGNORECASE)
 _TRAIN_NAME = re.compile(r"train", re.IGNORECASE)
-_STEP_OWNER = re.compile(r"optim|opt$|scaler", re.IGNORECASE)
 
 
-@dataclass
-class TrainLoop:
-    loop: cst.For
-    loader: str  # dotted code of the iterated loader, e.g. "train_loader" or "self.loader"
-
-
-def plan_data(facts: Facts, plan: Plan) -> None:
+def plan_data(ctx: Context) -> None:
+    facts, plan = ctx.facts, ctx.plan
     loaders = [c for c in facts.calls if facts.call_name(c) in DATALOADER]
     if not loaders:
         plan.finding(None, "data", "no DataLoader found: batches seem to be built by hand, "
@@ -61,19 +48,19 @@ def plan_data(facts: Facts, plan: Plan) -> None:
                      "wrap the data in a Dataset and a DataLoader, or slice it per rank: "
                      "`data[RANK::WORLD_SIZE]`")
         return
-    train_loops = _train_loops(facts)
+    loops = train_loops(facts)
     train_names: set[str] = set()
-    for tl in train_loops:
-        train_names |= _origin_names(facts, tl.loader, facts.scope(tl.loop), 0)
+    for tl in loops:
+        train_names |= origin_names(facts, tl.loader, facts.scope(tl.loop), 0)
     sharded: set[str] = set()
     for call in loaders:
         names = _construction_names(facts, call)
         kind, why = _classify(names, train_names, len(loaders))
         if kind == "train":
-            if _add_sampler(facts, plan, call, why):
+            if _add_sampler(ctx, call, why):
                 sharded |= names
-        elif kind == "eval" and plan.options.eval_shard and not plan.accelerate:
-            plan.eval_loaders.append((call, names))
+        elif kind == "eval" and ctx.options.eval_shard and not ctx.accelerate:
+            ctx.eval_loaders.append(EvalLoader(call, frozenset(names)))
         elif kind == "eval":
             plan.finding(call, "data", "evaluation DataLoader left unsharded: every rank "
                          "evaluates the full set, so its metrics are exact", severity="info")
@@ -83,71 +70,12 @@ def plan_data(facts: Facts, plan: Plan) -> None:
                          "if it feeds training, pass `sampler=DistributedSampler(dataset, "
                          "shuffle=...)` and drop `shuffle`")
     placed: set[tuple[int, str]] = set()
-    for tl in train_loops:
-        if _origin_names(facts, tl.loader, facts.scope(tl.loop), 0) & sharded:
-            _place_set_epoch(facts, plan, tl.loop, tl.loader, facts.scope(tl.loop), 0, placed)
+    for tl in loops:
+        if origin_names(facts, tl.loader, facts.scope(tl.loop), 0) & sharded:
+            _place_set_epoch(ctx, tl.loop, tl.loader, facts.scope(tl.loop), 0, placed)
 
 
-def _unwrap_iter(facts: Facts, expr: cst.BaseExpression) -> cst.BaseExpression:
-    while isinstance(expr, cst.Call) and facts.call_name(expr) in _ITER_WRAPPERS:
-        args = positional(expr)
-        if not args:
-            break
-        expr = args[0].value
-    return expr
-
-
-def _trains(facts: Facts, container: cst.CSTNode, depth: int = 0) -> bool:
-    for call in facts.calls_in(container):
-        func = call.func
-        if isinstance(func, cst.Attribute):
-            if func.attr.value == "backward":
-                return True
-            if func.attr.value == "step" and _STEP_OWNER.search(dotted(func.value) or ""):
-                return True
-        found = facts.callee(call)
-        if found is not None and depth < 3 and found[0] is not container:
-            if _trains(facts, found[0], depth + 1):
-                return True
-    return False
-
-
-def _train_loops(facts: Facts) -> list[TrainLoop]:
-    loops = []
-    for loop in facts.for_loops:
-        code = dotted(_unwrap_iter(facts, loop.iter))
-        if code is not None and _trains(facts, loop.body):
-            loops.append(TrainLoop(loop, code))
-    return loops
-
-
-def _origin_names(facts: Facts, code: str, scope: cst.CSTNode, depth: int) -> set[str]:
-    """Names the loader `code` (seen in `scope`) goes by on its way from where it is built."""
-    names = {code.rsplit(".", 1)[-1]}
-    if depth > 4:
-        return names
-    if code.startswith("self."):
-        cls = facts.enclosing_class(scope)
-        if cls is None:
-            return names
-        for attr in facts.attributes:
-            parent = facts.parent.get(attr)
-            if dotted(attr) != code or not isinstance(parent, cst.AssignTarget):
-                continue
-            if facts.enclosing_class(attr) is not cls:
-                continue
-            assign = facts.parent.get(parent)
-            value = dotted(assign.value) if isinstance(assign, cst.Assign) else None
-            method = facts.function(attr)
-            if value is not None and method is not None:
-                names |= _origin_names(facts, value, method, depth + 1)
-    elif isinstance(scope, cst.FunctionDef) and code in facts.params(scope, False):
-        for site, is_method in facts.call_sites(scope):
-            arg = facts.argument_for(site, scope, is_method, code)
-            arg_code = dotted(arg) if arg is not None else None
-            if arg_code is not None:
-                names |= _origin_names(facts, arg_code, facts.scope(site), depth + 1)
-    return names
+TRANSFORM = Transform("data", plan_data)
 
 
 def _construction_names(facts: Facts, call: cst.Call) -> set[str]:
@@ -226,7 +154,8 @@ def _classify(names: set[str], train_names: set[str], count: int) -> tuple[str, 
     return "unknown", ""
 
 
-def _add_sampler(facts: Facts, plan: Plan, call: cst.Call, why: str) -> bool:
+def _add_sampler(ctx: Context, call: cst.Call, why: str) -> bool:
+    facts, plan = ctx.facts, ctx.plan
     if keyword(call, "sampler") or keyword(call, "batch_sampler") or len(positional(call)) > 3:
         plan.finding(call, "data", "this training DataLoader already has a sampler: "
                      "it was not sharded, so every rank reads the whole dataset",
@@ -242,16 +171,16 @@ def _add_sampler(facts: Facts, plan: Plan, call: cst.Call, why: str) -> bool:
                      "shard it, so it was left as it is", "shard inside the dataset's __iter__ "
                      "(see the IterableDataset warning)")
         return False
-    if plan.accelerate:
+    if ctx.accelerate:
         parent = facts.parent.get(call)
         name = None
         if isinstance(parent, cst.Assign) and len(parent.targets) == 1:
             name = dotted(parent.targets[0].target)
-        plan.loaders_to_prepare.append((call, name, why))
+        ctx.loaders_to_prepare.append(LoaderToPrepare(call, name, why))
         return True
     ds_code = dotted(ds_arg.value)
     if ds_code is None:
-        hoisted = _hoist_dataset(facts, plan, call, ds_arg)
+        hoisted = _hoist_dataset(ctx, call, ds_arg)
         if hoisted is None:
             return False
         ds_code = hoisted
@@ -265,8 +194,8 @@ def _add_sampler(facts: Facts, plan: Plan, call: cst.Call, why: str) -> bool:
         shuffle = f'{source}.get("shuffle", False)'
     else:
         shuffle = "False"
-    sampler = f"{plan.names.sampler}({ds_code}, shuffle={shuffle})"
-    plan.needed_imports.add("sampler")
+    sampler = f"{ctx.names.sampler}({ds_code}, shuffle={shuffle})"
+    ctx.need("sampler")
     plan.rewrite(call, _rebuild_loader(sampler))
     plan.change(call, "data", f"DataLoader sharded with `{sampler}` ({why}); `shuffle` moved "
                 "to the sampler. Each rank now reads 1/WORLD_SIZE of the data: the global batch "
@@ -291,20 +220,19 @@ def _is_iterable_dataset(facts: Facts, expr: cst.BaseExpression) -> bool:
     return False
 
 
-def _hoist_dataset(facts: Facts, plan: Plan, call: cst.Call, ds_arg: cst.Arg) -> str | None:
+def _hoist_dataset(ctx: Context, call: cst.Call, ds_arg: cst.Arg) -> str | None:
+    facts, plan = ctx.facts, ctx.plan
     stmt = facts.statement(call)
     if not isinstance(stmt, cst.SimpleStatementLine):
         plan.finding(call, "data", "the dataset is built inside the DataLoader call in a "
                      "place where it cannot be named; loader left unsharded",
                      "assign the dataset to a variable first, then convert again")
         return None
-    name = "dataset"
+    base = "dataset"
     stems = [n.replace("loader", "").strip("_") for n in _construction_names(facts, call)]
     if stems and stems[0]:
-        name = f"{stems[0]}_dataset"
-    while name in facts.bound_names:
-        name = f"{name}_"
-    facts.bound_names.add(name)
+        base = f"{stems[0]}_dataset"
+    name = ctx.names.fresh(base)
     value = facts.code(ds_arg.value)
     plan.insert_before(stmt, [statement(f"{name} = {value}\n")])
     plan.rewrite(ds_arg.value, lambda _n: cst.Name(name))
@@ -329,7 +257,7 @@ def _rebuild_loader(sampler: str) -> Rewrite:
             elif arg.keyword is not None and arg.keyword.value == "shuffle":
                 continue
             elif arg.star == "**":
-                code = cst.Module([]).code_for_node(arg.value)
+                code = code_of(arg.value)
                 arg = arg.with_changes(value=expression(f'{{**{code}, "shuffle": False}}'))
             args.append(arg)
         new_arg = keyword_arg("sampler", expression(sampler))
@@ -340,8 +268,9 @@ def _rebuild_loader(sampler: str) -> Rewrite:
     return rewrite
 
 
-def _place_set_epoch(facts: Facts, plan: Plan, at: cst.CSTNode, loader: str,
+def _place_set_epoch(ctx: Context, at: cst.CSTNode, loader: str,
                      scope: cst.CSTNode, depth: int, placed: set[tuple[int, str]]) -> None:
+    facts, plan = ctx.facts, ctx.plan
     epoch_loop = next(iter(facts.enclosing_loops(at)), None)
     if epoch_loop is not None:
         body = epoch_loop.body
@@ -356,9 +285,9 @@ def _place_set_epoch(facts: Facts, plan: Plan, at: cst.CSTNode, loader: str,
             return
         placed.add(key)
         first = body.body[0]
-        if "." not in loader and _assigned_inside(facts, epoch_loop, loader):
+        if "." not in loader and assigns_inside(facts, epoch_loop, loader):
             first = facts.statement(at) or first
-        call = f"{loader}.set_epoch({var})" if plan.accelerate else \
+        call = f"{loader}.set_epoch({var})" if ctx.accelerate else \
             f"{loader}.sampler.set_epoch({var})"
         plan.insert_before(first, [statement(f"{call}\n")])
         plan.change(epoch_loop, "data", f"`{call}` at the start of "
@@ -375,7 +304,7 @@ def _place_set_epoch(facts: Facts, plan: Plan, at: cst.CSTNode, loader: str,
             arg = facts.argument_for(site, scope, is_method, loader)
             arg_code = dotted(arg) if arg is not None else None
         if arg_code is not None:
-            _place_set_epoch(facts, plan, site, arg_code, facts.scope(site), depth + 1, placed)
+            _place_set_epoch(ctx, site, arg_code, facts.scope(site), depth + 1, placed)
 
 
 def _first_name(target: cst.BaseExpression) -> str | None:
@@ -384,43 +313,3 @@ def _first_name(target: cst.BaseExpression) -> str | None:
     if isinstance(target, (cst.Tuple, cst.List)) and target.elements:
         return _first_name(target.elements[0].value)
     return None
-
-
-def _assigned_inside(facts: Facts, container: cst.CSTNode, name: str) -> bool:
-    return any(
-        n.value == name and isinstance(facts.parent.get(n), cst.AssignTarget)
-        and facts.inside(n, container)
-        for n in facts.names
-    )
-
-
-
-def prepare_remaining_loaders(plan: Plan) -> None:
-    """accelerate: loaders the model's prepare call did not take are prepared where built."""
-    acc = plan.names.accelerator
-    for call, _, why in plan.loaders_to_prepare:
-        plan.rewrite(call, lambda n: expression(
-            f"{acc}.prepare({cst.Module([]).code_for_node(n)})"))
-        plan.change(call, "data", f"DataLoader prepared by accelerate ({why}): each process "
-                    "reads its own batches, shuffled alike; the global batch is "
-                    "batch_size x WORLD_SIZE")
-
-
-def shard_eval_loaders(facts: Facts, plan: Plan, models: list[WrappedModel]) -> None:
-    """`--eval shard`: each evaluation loader whose loops sum their metrics is sharded."""
-    from distrun.convert.transforms.evaluation import shard_evaluation
-
-    train = {id(t.loop) for t in _train_loops(facts)}
-    for call, names in plan.eval_loaders:
-        loops = []
-        for loop in facts.for_loops:
-            code = dotted(_unwrap_iter(facts, loop.iter))
-            if id(loop) in train or code is None:
-                continue
-            if _origin_names(facts, code, facts.scope(loop), 0) & names:
-                loops.append(loop)
-        if not shard_evaluation(facts, plan, call, names, loops, models):
-            plan.finding(call, "eval", "--eval shard: this evaluation loader was left whole "
-                         "(its loop does not sum metrics into variables set to a number "
-                         "before it); every rank evaluates the full set, so metrics are exact",
-                         severity="info")

@@ -20,14 +20,16 @@ import re
 import libcst as cst
 
 from distrun.convert.analysis import Facts, dotted, positional, string_value
-from distrun.convert.plan import Plan, Rewrite, expression, remove_small_statement
+from distrun.convert.build import Rewrite, expression
+from distrun.convert.context import Context, Transform
 
 _CUDA_STRING = re.compile(r"^cuda(:0)?$")
 _GPU_INDEX_NAME = re.compile(r"(^|_)(device|gpu|gpu_id|device_id|cuda_device)$")
 
 
-def plan_devices(facts: Facts, plan: Plan) -> None:
-    dev = plan.names.device
+def plan_devices(ctx: Context) -> None:
+    facts, plan = ctx.facts, ctx.plan
+    dev = ctx.names.device
     for call in facts.calls:
         func = call.func
         name = facts.call_name(call)
@@ -43,7 +45,7 @@ def plan_devices(facts: Facts, plan: Plan) -> None:
                 plan.change(call, "device", f"`torch.device(\"cuda\", N)` -> `{dev}`")
         elif name == "torch.cuda.set_device":
             if isinstance(facts.parent.get(call), cst.Expr):
-                remove_small_statement(plan, facts.parent[call])
+                plan.remove(facts.parent[call])
                 plan.change(call, "device", "removed `torch.cuda.set_device(...)`: the setup "
                             "block sets the local rank's GPU")
     for string in facts.strings:
@@ -51,7 +53,10 @@ def plan_devices(facts: Facts, plan: Plan) -> None:
         if value is not None and _CUDA_STRING.match(value) and _is_device_context(facts, string):
             plan.rewrite(string, lambda _node: expression(dev))
             plan.change(string, "device", f"device {value!r} -> `{dev}` (the local rank's device)")
-    _plan_gpu_index(facts, plan)
+    _plan_gpu_index(ctx)
+
+
+TRANSFORM = Transform("device", plan_devices)
 
 
 def _cuda_to_device(dev: str) -> Rewrite:
@@ -94,9 +99,9 @@ def _is_device_context(facts: Facts, string: cst.SimpleString) -> bool:
     return False
 
 
-def _plan_gpu_index(facts: Facts, plan: Plan) -> None:
+def _plan_gpu_index(ctx: Context) -> None:
     """`device = 0` / `gpu = 0`: an integer GPU index becomes the local rank."""
-    rank = plan.names.local_rank
+    facts, plan, rank = ctx.facts, ctx.plan, ctx.names.local_rank
     for node in facts.names:
         parent = facts.parent.get(node)
         if not isinstance(parent, cst.AssignTarget) or not _GPU_INDEX_NAME.search(node.value):

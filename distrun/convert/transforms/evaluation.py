@@ -20,13 +20,37 @@ from __future__ import annotations
 import libcst as cst
 
 from distrun.convert.analysis import Facts, dotted, keyword, positional, walk
-from distrun.convert.plan import Plan, expression, keyword_arg, statements, with_commas
-from distrun.convert.transforms.model import WrappedModel, references
+from distrun.convert.build import code_of, expression, keyword_arg, statements, with_commas
+from distrun.convert.context import Context, Transform
+from distrun.convert.idioms import origin_names, train_loops, unwrap_iter
 
 
-def shard_evaluation(facts: Facts, plan: Plan, call: cst.Call, names: set[str],
-                     loops: list[cst.For], models: list[WrappedModel]) -> bool:
+def shard_eval_loaders(ctx: Context) -> None:
+    """Each evaluation loader whose loops sum their metrics is sharded."""
+    facts = ctx.facts
+    train = {id(t.loop) for t in train_loops(facts)}
+    for loader in ctx.eval_loaders:
+        loops = []
+        for loop in facts.for_loops:
+            code = dotted(unwrap_iter(facts, loop.iter))
+            if id(loop) in train or code is None:
+                continue
+            if origin_names(facts, code, facts.scope(loop), 0) & loader.names:
+                loops.append(loop)
+        if not _shard(ctx, loader.call, loops):
+            ctx.plan.finding(loader.call, "eval", "--eval shard: this evaluation loader was "
+                             "left whole (its loop does not sum metrics into variables set to "
+                             "a number before it); every rank evaluates the full set, so "
+                             "metrics are exact", severity="info")
+
+
+TRANSFORM = Transform("eval", shard_eval_loaders,
+                      lambda options: options.eval_shard and options.target == "ddp")
+
+
+def _shard(ctx: Context, call: cst.Call, loops: list[cst.For]) -> bool:
     """Shard the eval loader `call` if every loop over it sums its metrics; else False."""
+    facts, plan = ctx.facts, ctx.plan
     if keyword(call, "sampler") or keyword(call, "batch_sampler") or len(positional(call)) > 3:
         return False
     pos = positional(call)
@@ -40,7 +64,7 @@ def shard_evaluation(facts: Facts, plan: Plan, call: cst.Call, names: set[str],
         if not sums:
             return False
         plans.append((loop, sums))
-    n = plan.names
+    n = ctx.names
     sampler = f"range({n.rank}, len({dataset}), {n.world_size})"
 
     def rewrite(node: cst.CSTNode) -> cst.CSTNode:
@@ -52,13 +76,12 @@ def shard_evaluation(facts: Facts, plan: Plan, call: cst.Call, names: set[str],
     plan.rewrite(call, rewrite)
     plan.change(call, "eval", f"evaluation sharded: `sampler={sampler}` (no padding: "
                 "every sample counted once)")
-    refs = {id(r) for m in models for r in references(facts, m)}
+    refs = ctx.model_refs()
     for loop, sums in plans:
-        _all_reduce_after(facts, plan, loop, sums)
+        _all_reduce_after(ctx, loop, sums)
         for inner in facts.calls_in(loop.body):
             if id(inner.func) in refs:
-                plan.rewrite(inner.func, lambda f: expression(
-                    plan.unwrap(cst.Module([]).code_for_node(f))))
+                plan.rewrite(inner.func, lambda f: expression(ctx.unwrap(code_of(f))))
         plan.change(loop, "eval", f"sums {', '.join(sums)} all-reduced after the loop; the "
                     "forward skips the DDP wrapper (ranks may run different batch counts)")
     return True
@@ -97,11 +120,9 @@ def _sums(facts: Facts, loop: cst.For) -> list[str]:
     return [name for name in added if name in numbers]
 
 
-def _all_reduce_after(facts: Facts, plan: Plan, loop: cst.For, sums: list[str]) -> None:
-    n = plan.names
-    holder = "eval_sums"
-    while holder in facts.bound_names:
-        holder = f"{holder}_"
+def _all_reduce_after(ctx: Context, loop: cst.For, sums: list[str]) -> None:
+    n = ctx.names
+    holder = n.fresh("eval_sums")
     values = ", ".join(f"float({s})" for s in sums)
     targets = ", ".join(sums)
     code = (f"{holder} = torch.tensor([{values}], dtype=torch.float64, device={n.device})\n"
@@ -109,8 +130,8 @@ def _all_reduce_after(facts: Facts, plan: Plan, loop: cst.For, sums: list[str]) 
             f"{targets}{',' if len(sums) == 1 else ''} = "
             f"({', '.join(f'type({s})({holder}[{i}].item())' for i, s in enumerate(sums))}"
             f"{',' if len(sums) == 1 else ''})\n")
-    plan.needed_imports.add("dist")
-    plan.insert_after(_in_with(facts, loop) or loop, statements(code))
+    ctx.need("dist")
+    ctx.plan.insert_after(_in_with(ctx.facts, loop) or loop, statements(code))
 
 
 def _in_with(facts: Facts, loop: cst.For) -> cst.With | None:

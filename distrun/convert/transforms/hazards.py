@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import libcst as cst
 
-from distrun.convert.analysis import Facts, dotted, keyword
-from distrun.convert.plan import Plan
-from distrun.convert.transforms.data import ITERABLE_DATASET
+from distrun.convert.analysis import dotted, keyword
+from distrun.convert.context import Context, Transform
+from distrun.convert.idioms import ITERABLE_DATASET
 
 
-def plan_hazards(facts: Facts, plan: Plan) -> None:
+def plan_hazards(ctx: Context) -> None:
+    facts, plan, names = ctx.facts, ctx.plan, ctx.names
     batchnorm_seen = False
     for call in facts.calls:
         name = facts.call_name(call) or ""
@@ -29,8 +30,8 @@ def plan_hazards(facts: Facts, plan: Plan) -> None:
         download = keyword(call, "download")
         if download is not None and dotted(download.value) != "False":
             plan.finding(call, "download", "every rank downloads the dataset at once: files can "
-                         "be corrupted", f"download on rank 0 first: `if {plan.names.rank} == 0:"
-                         f" <dataset with download=True>`, then `{plan.names.dist}.barrier()`, "
+                         "be corrupted", f"download on rank 0 first: `if {names.rank} == 0:"
+                         f" <dataset with download=True>`, then `{names.dist}.barrier()`, "
                          "then build it with download=False on every rank")
         if name == "torch.optim.LBFGS":
             plan.finding(call, "full-batch", "LBFGS usually trains on the full batch: sharding "
@@ -51,3 +52,6 @@ def plan_hazards(facts: Facts, plan: Plan) -> None:
                 plan.finding(node, "device", "the script sets CUDA_VISIBLE_DEVICES: every rank "
                              "would see the same GPUs", "remove it; torchrun gives each rank "
                              "its own LOCAL_RANK")
+
+
+TRANSFORM = Transform("hazards", plan_hazards)

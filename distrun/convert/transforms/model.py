@@ -18,12 +18,21 @@ containers (lists, dicts) or more than three calls.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 import libcst as cst
 
 from distrun.convert.analysis import Facts, block_body, dotted, positional
-from distrun.convert.plan import Plan, Rewrite, expression, remove_small_statement, statement
+from distrun.convert.build import Rewrite, code_of, expression, statement
+from distrun.convert.context import Context, LoaderToPrepare, Transform
+from distrun.convert.edits import Plan
+from distrun.convert.idioms import (
+    DATA_PARALLEL,
+    assigned_moved,
+    assigns_inside,
+    is_optimizer,
+    moves,
+    strip_moves,
+)
+from distrun.convert.wrapped import WrappedModel
 
 # Attributes that DistributedDataParallel answers itself, exactly as the module would.
 PASS_THROUGH = frozenset({
@@ -32,35 +41,6 @@ PASS_THROUGH = frozenset({
     "to", "cuda", "cpu", "float", "double", "half", "bfloat16", "requires_grad_", "no_sync",
     "register_comm_hook", "apply", "forward", "join", "type",
 })
-DATA_PARALLEL = frozenset({
-    "torch.nn.DataParallel", "torch.nn.parallel.DataParallel",
-    "torch.nn.parallel.data_parallel.DataParallel",
-    "apex.parallel.DistributedDataParallel",  # apex's DDP: replaced like DataParallel
-})
-_OPTIMIZER_NAMES = frozenset({
-    "SGD", "Adam", "AdamW", "Adamax", "Adagrad", "Adadelta", "RMSprop", "Rprop", "NAdam",
-    "RAdam", "SparseAdam", "LBFGS", "Lion", "Adafactor", "LAMB", "Lamb",
-})
-
-
-@dataclass
-class WrappedModel:
-    """Where a model is wrapped, and every place that sees the wrapped object."""
-
-    code: str  # "model" or "self.model"
-    scope: cst.CSTNode  # the function (or module) where the wrap is inserted
-    from_line: int  # references in `scope` at or after this line see the wrapper
-    cls: cst.ClassDef | None = None
-    params: list[tuple[cst.FunctionDef, str]] = field(default_factory=list)
-    class_attrs: list[tuple[cst.ClassDef, str]] = field(default_factory=list)
-
-
-def is_optimizer(facts: Facts, call: cst.Call) -> bool:
-    name = facts.call_name(call) or ""
-    if name.startswith("torch.optim.lr_scheduler") or name.startswith("torch.optim.swa_utils"):
-        return False
-    last = name.rsplit(".", 1)[-1]
-    return name.startswith("torch.optim.") and last[:1].isupper() or last in _OPTIMIZER_NAMES
 
 
 def _model_of_optimizer(facts: Facts, call: cst.Call) -> str | None:
@@ -75,25 +55,13 @@ def _model_of_optimizer(facts: Facts, call: cst.Call) -> str | None:
     return None
 
 
-def _assigns(facts: Facts, container: cst.CSTNode, code: str) -> bool:
-    for node in [*facts.names, *facts.attributes]:
-        parent = facts.parent.get(node)
-        if (
-            isinstance(parent, cst.AssignTarget)
-            and dotted(node) == code
-            and facts.inside(node, container)
-        ):
-            return True
-    return False
-
-
 def _anchor_statement(facts: Facts, call: cst.Call, code: str) -> cst.BaseStatement | None:
     """The statement before which the wrap goes: climb out of if/try/with blocks that
     only choose an optimizer, never out of a loop or function."""
     stmt = facts.statement(call)
     while stmt is not None:
         container = _conditional_container(facts, stmt)
-        if container is None or _assigns(facts, container, code):
+        if container is None or assigns_inside(facts, container, code):
             return stmt
         stmt = container
     return None
@@ -109,33 +77,9 @@ def _conditional_container(facts: Facts, stmt: cst.CSTNode) -> cst.BaseStatement
     return None
 
 
-def _moves_model(facts: Facts, stmt: cst.CSTNode, code: str) -> bool:
-    for call in facts.calls_in(stmt):
-        func = call.func
-        if isinstance(func, cst.Attribute) and func.attr.value in ("to", "cuda"):
-            if dotted(func.value) == code:
-                return True
-    return False
-
-
-def _assigned_moved(stmt: cst.CSTNode, code: str) -> bool:
-    """`model = Net().to(device)` (or `.cuda()`)."""
-    if not isinstance(stmt, cst.SimpleStatementLine):
-        return False
-    for small in stmt.body:
-        if (
-            isinstance(small, cst.Assign)
-            and any(dotted(t.target) == code for t in small.targets)
-            and isinstance(small.value, cst.Call)
-            and isinstance(small.value.func, cst.Attribute)
-            and small.value.func.attr.value in ("to", "cuda")
-        ):
-            return True
-    return False
-
-
-def plan_model(facts: Facts, plan: Plan) -> list[WrappedModel]:
-    wrapped: list[WrappedModel] = []
+def plan_model(ctx: Context) -> None:
+    facts, plan = ctx.facts, ctx.plan
+    wrapped = ctx.models
     seen: set[tuple[int, str]] = set()
     for call in facts.calls:
         if not is_optimizer(facts, call):
@@ -143,7 +87,7 @@ def plan_model(facts: Facts, plan: Plan) -> list[WrappedModel]:
         code = _model_of_optimizer(facts, call)
         if code is None:
             continue
-        model = _wrap(facts, plan, call, code, seen, depth=0)
+        model = _wrap(ctx, call, code, seen, depth=0)
         if model is not None:
             wrapped.append(model)
     if not wrapped:
@@ -152,16 +96,19 @@ def plan_model(facts: Facts, plan: Plan) -> list[WrappedModel]:
             "wrap your model yourself: `model = DDP(model, device_ids=[LOCAL_RANK])` after "
             "moving it to its device",
         )
-    _plan_data_parallel(facts, plan, wrapped)
+    _plan_data_parallel(ctx)
     for model in wrapped:
         _propagate(facts, model)
-        _redirect(facts, plan, model)
-    return wrapped
+        _redirect(ctx, model)
+
+
+TRANSFORM = Transform("model", plan_model)
 
 
 def _wrap(
-    facts: Facts, plan: Plan, at: cst.Call, code: str, seen: set[tuple[int, str]], depth: int
+    ctx: Context, at: cst.Call, code: str, seen: set[tuple[int, str]], depth: int
 ) -> WrappedModel | None:
+    facts, plan = ctx.facts, ctx.plan
     scope = facts.scope(at)
     key = (id(scope), code)
     if key in seen:
@@ -172,7 +119,7 @@ def _wrap(
         func is not None
         and "." not in code
         and code in facts.params(func, False)
-        and not _assigns(facts, func, code)
+        and not assigns_inside(facts, func, code)
     ):
         # The optimizer is built in a helper that receives the model: wrap it in the caller.
         sites = facts.call_sites(func)
@@ -186,11 +133,21 @@ def _wrap(
             arg = facts.argument_for(site, func, is_method, code)
             arg_code = dotted(arg) if arg is not None else None
             if arg_code is not None:
-                result = _wrap(facts, plan, site, arg_code, seen, depth + 1) or result
+                result = _wrap(ctx, site, arg_code, seen, depth + 1) or result
         return result
     anchor = _anchor_statement(facts, at, code)
     if anchor is None:
         return None
+    if ctx.accelerate:
+        return _prepare(ctx, at, anchor, code)
+    return _insert_ddp(ctx, at, anchor, code)
+
+
+def _insert_ddp(ctx: Context, at: cst.Call, anchor: cst.BaseStatement, code: str
+                ) -> WrappedModel:
+    """`code = DDP(code, ...)` before `anchor` (the optimizer's statement), or after a
+    later move of the model in the same block."""
+    facts, plan = ctx.facts, ctx.plan
     target: cst.CSTNode = anchor
     insert_after = False
     owner = facts.parent.get(anchor)
@@ -198,21 +155,19 @@ def _wrap(
     moved = False
     if anchor in siblings:
         index = siblings.index(anchor)
-        moved = any(_moves_model(facts, s, code) or _assigned_moved(s, code)
+        moved = any(moves(facts, s, code) or assigned_moved(s, code)
                     for s in siblings[:index])
         for later in siblings[index + 1:]:
-            if _moves_model(facts, later, code):
+            if moves(facts, later, code):
                 target, insert_after, moved = later, True, True
-    if plan.accelerate:
-        return _prepare(facts, plan, at, anchor, code)
-    ddp, rank, dev = plan.names.ddp, plan.names.local_rank, plan.names.device
+    ddp, rank, dev = ctx.names.ddp, ctx.names.local_rank, ctx.names.device
     # A model not visibly moved to its device first is moved in the wrap: DDP needs it there.
     inner = code if moved else f"{code}.to({dev})"
     wrap = statement(
         f"{code} = {ddp}({inner}, device_ids=[{rank}] if torch.cuda.is_available() else None)\n"
     )
     new = [wrap]
-    if plan.options.sync_bn:
+    if ctx.options.sync_bn:
         new.insert(0, statement(f"if torch.cuda.is_available():  # SyncBatchNorm runs on GPU only\n"
                                 f"    {code} = torch.nn.SyncBatchNorm.convert_sync_batchnorm("
                                 f"{code})\n"))
@@ -226,24 +181,24 @@ def _wrap(
     else:
         plan.insert_before(target, new)
         from_line = facts.line(target)
-    plan.needed_imports.add("ddp")
+    ctx.need("ddp")
     when = "after it is moved to its device" if insert_after else "before the optimizer is built"
     plan.change(target, "model", f"wrapped `{code}` in DistributedDataParallel ({when})")
     cls = facts.enclosing_class(at) if code.startswith("self.") else None
     return WrappedModel(code=code, scope=facts.scope(target), from_line=from_line, cls=cls)
 
 
-def _prepare(facts: Facts, plan: Plan, at: cst.Call, anchor: cst.BaseStatement, code: str
+def _prepare(ctx: Context, at: cst.Call, anchor: cst.BaseStatement, code: str
              ) -> WrappedModel:
     """accelerate: `model, optimizer = accelerator.prepare(model, optimizer)` after the
     statement that builds the optimizer (it wraps the model and moves it to its device)."""
-    acc = plan.names.accelerator
+    facts, plan, acc = ctx.facts, ctx.plan, ctx.names.accelerator
     small = anchor.body[0] if isinstance(anchor, cst.SimpleStatementLine) else None
     optimizer = None
     if isinstance(small, cst.Assign) and len(small.targets) == 1:
         optimizer = dotted(small.targets[0].target)
     new = []
-    if plan.options.sync_bn:
+    if ctx.options.sync_bn:
         new.append(statement(f"if torch.cuda.is_available():  # SyncBatchNorm runs on GPU only\n"
                              f"    {code} = torch.nn.SyncBatchNorm.convert_sync_batchnorm("
                              f"{code})\n"))
@@ -254,11 +209,12 @@ def _prepare(facts: Facts, plan: Plan, at: cst.Call, anchor: cst.BaseStatement, 
         # preparing them where they are built would draw from the random generator before
         # the model's weights are initialised, unlike the original script.
         scope, line = facts.scope(anchor), facts.line(anchor)
-        loaders = [(c, n, w) for c, n, w in plan.loaders_to_prepare
-                   if n and facts.scope(c) is scope and facts.line(c) < line]
+        loaders: list[LoaderToPrepare] = [
+            entry for entry in ctx.loaders_to_prepare
+            if entry.name and facts.scope(entry.call) is scope and facts.line(entry.call) < line]
         for entry in loaders:
-            plan.loaders_to_prepare.remove(entry)
-        names = [code, optimizer, *[n for _, n, _ in loaders if n]]
+            ctx.loaders_to_prepare.remove(entry)
+        names = [code, optimizer, *[entry.name for entry in loaders if entry.name]]
         joined = ", ".join(names)
         new.append(statement(f"{joined} = {acc}.prepare({joined})\n"))
         plan.change(anchor, "model", f"{', '.join(f'`{n}`' for n in names)} prepared by "
@@ -306,106 +262,42 @@ def _self_attrs_assigned_from(facts: Facts, func: cst.FunctionDef, param: str) -
         if not isinstance(parent, cst.AssignTarget) or not facts.inside(attr, func):
             continue
         assign = facts.parent.get(parent)
-        if isinstance(assign, cst.Assign) and _strip_moves(assign.value) == param:
+        if isinstance(assign, cst.Assign) and strip_moves(assign.value) == param:
             code = dotted(attr)
             if code and code.startswith("self."):
                 attrs.append(code)
     return attrs
 
 
-def _strip_moves(expr: cst.BaseExpression) -> str | None:
-    """`model`, `model.to(device)`, `model.cuda()` -> "model"."""
-    while (
-        isinstance(expr, cst.Call)
-        and isinstance(expr.func, cst.Attribute)
-        and expr.func.attr.value in ("to", "cuda")
-    ):
-        expr = expr.func.value
-    return dotted(expr)
-
-
-def references(facts: Facts, model: WrappedModel) -> list[cst.CSTNode]:
-    """Every expression that denotes the wrapped model."""
-    found: list[cst.CSTNode] = []
-    candidates: list[cst.CSTNode] = [*facts.names, *facts.attributes]
-    for node in candidates:
-        code = dotted(node)  # type: ignore[arg-type]
-        if code is None:
-            continue
-        parent = facts.parent.get(node)
-        if isinstance(parent, cst.Attribute) and parent.value is not node:
-            continue  # `x.model`: the attribute name, not a reference
-        if isinstance(parent, (cst.AssignTarget, cst.Param)):
-            continue
-        if _denotes(facts, model, node, code):
-            found.append(node)
-    return found
-
-
-def _denotes(facts: Facts, model: WrappedModel, node: cst.CSTNode, code: str) -> bool:
-    scope = facts.scope(node)
-    if code == model.code:
-        if model.cls is not None and code.startswith("self."):
-            if facts.enclosing_class(node) is not model.cls:
-                return False
-            return scope is not model.scope or facts.line(node) >= model.from_line
-        if scope is model.scope and facts.line(node) >= model.from_line:
-            return True
-    for func, param in model.params:
-        if scope is func and code == param:
-            return True
-    for cls, attr in model.class_attrs:
-        if code == attr and facts.enclosing_class(node) is cls:
-            return True
-    return code in _instance_codes(facts, model, scope)
-
-
-def _instance_codes(facts: Facts, model: WrappedModel, scope: cst.CSTNode) -> set[str]:
-    """`trainer.model` where `trainer = Trainer(...)` and the class wraps `self.model`."""
-    attrs = [model.code] if model.cls is not None and model.code.startswith("self.") else []
-    attrs += [a for _, a in model.class_attrs if a.startswith("self.")]
-    classes = {c.name.value for c in [model.cls, *(c for c, _ in model.class_attrs)] if c}
-    if not attrs or not classes:
-        return set()
-    codes = set()
-    for call in facts.calls:
-        parent = facts.parent.get(call)
-        if (isinstance(call.func, cst.Name) and call.func.value in classes
-                and isinstance(parent, cst.Assign) and facts.scope(call) is scope):
-            for target in parent.targets:
-                if (instance := dotted(target.target)) is not None:
-                    codes |= {f"{instance}.{a.removeprefix('self.')}" for a in attrs}
-    return codes
-
-
-def _redirect(facts: Facts, plan: Plan, model: WrappedModel) -> None:
-    for ref in references(facts, model):
+def _redirect(ctx: Context, model: WrappedModel) -> None:
+    facts, plan = ctx.facts, ctx.plan
+    for ref in model.references(facts):
         parent = facts.parent.get(ref)
         if not isinstance(parent, cst.Attribute) or parent.value is not ref:
             continue
         attr = parent.attr.value
         if attr in PASS_THROUGH:
             continue
-        inner = plan.unwrap(dotted(ref) or "model")
-        plan.rewrite(parent, through_wrapper(plan))
+        inner = ctx.unwrap(dotted(ref) or "model")
+        plan.rewrite(parent, through_wrapper(ctx))
         plan.change(parent, "model", f"`{dotted(ref)}.{attr}` -> `{inner}.{attr}` "
                     "(reach the model inside the wrapper)")
 
 
-def through_wrapper(plan: Plan) -> Rewrite:
+def through_wrapper(ctx: Context) -> Rewrite:
     """`model.x` -> `model.module.x` (DDP) or `accelerator.unwrap_model(model).x`; a bare
     `model` -> the model inside the wrapper."""
     def rewrite(node: cst.CSTNode) -> cst.CSTNode:
         if isinstance(node, cst.Attribute):
-            inner = cst.Module([]).code_for_node(node.value)
-            return node.with_changes(value=expression(plan.unwrap(inner)))
-        return expression(plan.unwrap(cst.Module([]).code_for_node(node)))
+            return node.with_changes(value=expression(ctx.unwrap(code_of(node.value))))
+        return expression(ctx.unwrap(code_of(node)))
 
     return rewrite
 
 
-def _plan_data_parallel(facts: Facts, plan: Plan, wrapped: list[WrappedModel]) -> None:
-    wrapped_codes = {m.code for m in wrapped}
+def _plan_data_parallel(ctx: Context) -> None:
+    facts, plan = ctx.facts, ctx.plan
+    wrapped_codes = {m.code for m in ctx.models}
     for call in facts.calls:
         if facts.call_name(call) not in DATA_PARALLEL:
             continue
@@ -424,14 +316,14 @@ def _plan_data_parallel(facts: Facts, plan: Plan, wrapped: list[WrappedModel]) -
             _remove_statement(facts, plan, stmt, assign)
             plan.change(call, "model", f"removed `{facts.code(call.func)}({inner})`: "
                         "torch's DistributedDataParallel replaces it")
-        elif args and inner in wrapped_codes or args and not wrapped:
+        elif args and inner in wrapped_codes or args and not ctx.models:
             plan.rewrite(call, lambda node: node.args[0].value.with_changes())  # type: ignore[attr-defined]
             plan.change(call, "model", "removed the `nn.DataParallel(...)` wrapper: "
                         "DistributedDataParallel replaces it")
         else:
-            plan.rewrite(call, _to_ddp(plan))
+            plan.rewrite(call, _to_ddp(ctx))
             plan.change(call, "model", "`nn.DataParallel(...)` -> `DDP(...)`")
-    ddp = plan.names.ddp
+    ddp = ctx.names.ddp
     for node in [*facts.names, *facts.attributes]:
         parent = facts.parent.get(node)
         if isinstance(parent, cst.Attribute) and parent.value is node:
@@ -443,20 +335,19 @@ def _plan_data_parallel(facts: Facts, plan: Plan, wrapped: list[WrappedModel]) -
                 isinstance(a, (cst.Import, cst.ImportFrom)) for a in facts.ancestors(node)
             ):
                 continue
-            plan.needed_imports.add("ddp")
+            ctx.need("ddp")
             plan.rewrite(node, lambda _n: cst.Name(ddp))
             plan.change(node, "model", f"`DataParallel` in a type check -> `{ddp}`")
 
 
-def _to_ddp(plan: Plan) -> Rewrite:
-    ddp, rank = plan.names.ddp, plan.names.local_rank
-    plan.needed_imports.add("ddp")
+def _to_ddp(ctx: Context) -> Rewrite:
+    ddp, rank = ctx.names.ddp, ctx.names.local_rank
+    ctx.need("ddp")
 
     def rewrite(node: cst.CSTNode) -> cst.CSTNode:
         assert isinstance(node, cst.Call)
-        inner = node.args[0].value
-        code = cst.Module([]).code_for_node(inner)
-        return cst.parse_expression(
+        code = code_of(node.args[0].value)
+        return expression(
             f"{ddp}({code}, device_ids=[{rank}] if torch.cuda.is_available() else None)"
         )
 
@@ -477,4 +368,4 @@ def _remove_statement(facts: Facts, plan: Plan, stmt: cst.BaseStatement,
     ):
         plan.rewrite(owner, lambda _n: cst.RemoveFromParent())
     else:
-        remove_small_statement(plan, small)
+        plan.remove(small)

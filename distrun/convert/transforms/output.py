@@ -17,7 +17,8 @@ from __future__ import annotations
 import libcst as cst
 
 from distrun.convert.analysis import Facts, dotted, keyword
-from distrun.convert.plan import Plan, append_keyword, expression, guard_rank0
+from distrun.convert.build import append_keyword, code_of, expression, guard_rank0
+from distrun.convert.context import Context, Transform
 
 _LOG_LEVELS = frozenset({"debug", "info", "warning", "warn", "error", "exception", "critical",
                          "log"})
@@ -30,33 +31,36 @@ _RANK0_CALLS = frozenset({"wandb.log", "wandb.finish", "wandb.watch", "wandb.sav
                           "mlflow.log_metric", "mlflow.log_metrics", "mlflow.log_param"})
 
 
-def plan_output(facts: Facts, plan: Plan) -> None:
+def plan_output(ctx: Context) -> None:
+    facts, plan = ctx.facts, ctx.plan
     loggers = _names_assigned_from(facts, {"logging.getLogger"})
     trackers = _names_assigned_from(facts, _TRACKERS)
-    rank = plan.names.rank
+    rank = ctx.names.rank
     for call in facts.calls:
         name = facts.call_name(call) or ""
         func = call.func
         owner = dotted(func.value) if isinstance(func, cst.Attribute) else None
         attr = func.attr.value if isinstance(func, cst.Attribute) else None
         if name == "print":
-            _guard(facts, plan, call, "print")
+            _guard(ctx, call, "print")
         elif name.startswith("logging.") and attr in _LOG_LEVELS:
-            _guard(facts, plan, call, "logging")
+            _guard(ctx, call, "logging")
         elif owner in loggers and attr in _LOG_LEVELS:
-            _guard(facts, plan, call, "logging")
+            _guard(ctx, call, "logging")
         elif owner in trackers or name in _RANK0_CALLS:
-            _guard(facts, plan, call, "tracking")
+            _guard(ctx, call, "tracking")
         elif name in _TQDM:
-            _disable_bar(facts, plan, call)
+            _disable_bar(ctx, call)
         elif name in _TRACKERS:
             parent = facts.parent.get(call)
             if isinstance(parent, cst.Assign) and parent.value is call:
-                plan.rewrite(call, lambda n: expression(
-                    f"{cst.Module([]).code_for_node(n)} if {rank} == 0 else None"))
+                plan.rewrite(call, lambda n: expression(f"{code_of(n)} if {rank} == 0 else None"))
                 plan.change(call, "output", f"`{name.rsplit('.', 1)[-1]}` created on rank 0 only")
             else:
-                _guard(facts, plan, call, "tracking")
+                _guard(ctx, call, "tracking")
+
+
+TRANSFORM = Transform("output", plan_output)
 
 
 def _names_assigned_from(facts: Facts, callees: set[str] | frozenset[str]) -> set[str]:
@@ -69,7 +73,8 @@ def _names_assigned_from(facts: Facts, callees: set[str] | frozenset[str]) -> se
     return names
 
 
-def _guard(facts: Facts, plan: Plan, call: cst.Call, what: str) -> None:
+def _guard(ctx: Context, call: cst.Call, what: str) -> None:
+    facts, plan, rank = ctx.facts, ctx.plan, ctx.names.rank
     stmt = facts.statement(call)
     if not (
         isinstance(stmt, cst.SimpleStatementLine)
@@ -78,35 +83,33 @@ def _guard(facts: Facts, plan: Plan, call: cst.Call, what: str) -> None:
         and stmt.body[0].value is call
     ):
         plan.finding(call, "output", f"this {what} call is not alone on its line: every rank "
-                     "runs it", f"put it on its own line under `if {plan.names.rank} == 0:`")
+                     "runs it", f"put it on its own line under `if {rank} == 0:`")
         return
     own = [c for c in facts.calls_in(call) if c is not call and facts.callee(c) is not None]
     if own:
         fn = facts.code(own[0].func)
         plan.finding(call, "output", f"this {what} line calls `{fn}()`, which may run on every "
                      "rank; left unguarded, so every rank prints it",
-                     f"compute the value first, then print it under `if {plan.names.rank} == 0:`")
+                     f"compute the value first, then print it under `if {rank} == 0:`")
         return
-    rank = plan.names.rank
     plan.rewrite(stmt, lambda n: guard_rank0(n, rank))
     plan.change(call, "output", f"{what} on rank 0 only")
 
 
-def _disable_bar(facts: Facts, plan: Plan, call: cst.Call) -> None:
-    rank = plan.names.rank
+def _disable_bar(ctx: Context, call: cst.Call) -> None:
+    rank = ctx.names.rank
     existing = keyword(call, "disable")
 
     def rewrite(node: cst.CSTNode) -> cst.CSTNode:
         assert isinstance(node, cst.Call)
         if existing is not None:
             args = [
-                a.with_changes(value=expression(
-                    f"({cst.Module([]).code_for_node(a.value)}) or {rank} != 0"))
+                a.with_changes(value=expression(f"({code_of(a.value)}) or {rank} != 0"))
                 if a.keyword is not None and a.keyword.value == "disable" else a
                 for a in node.args
             ]
             return node.with_changes(args=args)
         return append_keyword(node, "disable", expression(f"{rank} != 0"))
 
-    plan.rewrite(call, rewrite)
-    plan.change(call, "output", "progress bar shown on rank 0 only")
+    ctx.plan.rewrite(call, rewrite)
+    ctx.plan.change(call, "output", "progress bar shown on rank 0 only")

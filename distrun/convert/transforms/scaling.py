@@ -11,15 +11,15 @@ from __future__ import annotations
 
 import libcst as cst
 
-from distrun.convert.analysis import Facts, keyword, positional
-from distrun.convert.plan import Plan, constant, expression
-from distrun.convert.transforms.model import is_optimizer
+from distrun.convert.analysis import keyword, positional
+from distrun.convert.build import constant, expression
+from distrun.convert.context import Context, Transform
+from distrun.convert.idioms import is_optimizer
 
 
-def plan_scaling(facts: Facts, plan: Plan) -> None:
-    if not plan.options.scale_lr:
-        return
-    world = plan.names.world_size
+def plan_scaling(ctx: Context) -> None:
+    facts, plan = ctx.facts, ctx.plan
+    world = ctx.names.world_size
     for call in facts.calls:
         if not is_optimizer(facts, call):
             continue
@@ -36,3 +36,6 @@ def plan_scaling(facts: Facts, plan: Plan) -> None:
         plan.rewrite(value, constant(expression(f"{wrapped} * {world}")))
         plan.change(call, "scale-lr", f"learning rate {code} x {world} (linear scaling rule: "
                     "the global batch is WORLD_SIZE times larger)")
+
+
+TRANSFORM = Transform("scale-lr", plan_scaling, lambda options: options.scale_lr)

@@ -18,30 +18,16 @@ from __future__ import annotations
 import libcst as cst
 
 from distrun.convert.analysis import Facts
-from distrun.convert.plan import Plan, statements
-
-IMPORTS = {
-    "contextlib": ("contextlib", "import contextlib as {name}"),
-    "accelerator": ("accelerate.Accelerator", "from accelerate import Accelerator"),
-    "gc": ("gc", "import gc as {name}"),
-    "os": ("os", "import os as {name}"),
-    "torch": ("torch", "import torch"),
-    "dist": ("torch.distributed", "import torch.distributed as {name}"),
-    "ddp": (
-        "torch.nn.parallel.DistributedDataParallel",
-        "from torch.nn.parallel import DistributedDataParallel as {name}",
-    ),
-    "sampler": (
-        "torch.utils.data.distributed.DistributedSampler",
-        "from torch.utils.data.distributed import DistributedSampler as {name}",
-    ),
-}
+from distrun.convert.build import statements
+from distrun.convert.context import Context, Transform
+from distrun.convert.edits import Plan
+from distrun.convert.imports import import_lines
 
 
-def setup_code(plan: Plan) -> str:
-    n = plan.names
-    if plan.accelerate:
-        amp = plan.options.amp
+def setup_code(ctx: Context) -> str:
+    n = ctx.names
+    if ctx.accelerate:
+        amp = ctx.options.amp
         mixed = {"fp16": '"fp16" if torch.cuda.is_available() else "no"',
                  "bf16": '"bf16"'}.get(amp, '"no"')
         # cpu=True without CUDA: otherwise accelerate sees no distributed run on CPU.
@@ -71,29 +57,29 @@ else:  # started without a launcher: a world of one process
 '''
 
 
-def plan_setup(facts: Facts, plan: Plan) -> None:
-    plan.needed_imports |= {"gc", "torch", "dist"} | (
-        {"accelerator"} if plan.accelerate else {"os"})
+def plan_setup(ctx: Context) -> None:
+    facts, plan, names = ctx.facts, ctx.plan, ctx.names
+    ctx.need("gc", "torch", "dist", "accelerator" if ctx.accelerate else "os")
     guard = facts.main_guard
     in_guard = guard is not None and all(
         t is guard or isinstance(t, (cst.FunctionDef, cst.ClassDef)) or _is_import(t)
         for t in plan.touched_top_level
     )
-    setup = statements(setup_code(plan) + "".join(plan.setup_extra))
+    setup = statements(setup_code(ctx) + "".join(ctx.setup_lines))
     comment = cst.EmptyLine(comment=cst.Comment(
         "# distrun: one process per device; accelerate knows which one this is."
-        if plan.accelerate else
+        if ctx.accelerate else
         "# distrun: one process per device; torchrun sets LOCAL_RANK, RANK and WORLD_SIZE."))
     # Collect garbage first: DDP's last gradient all-reduces can sit in reference cycles;
     # freed after the group is gone, gloo aborts the process ("terminate called without an
     # active exception", seen on loaded machines).
-    teardown = (f"{plan.names.gc}.collect()  # free DDP's finished communication first\n"
-                f"{plan.names.dist}.destroy_process_group()\n")
-    if plan.accelerate:  # accelerate starts no process group for a single process
-        teardown = (f"{plan.names.gc}.collect()  # free DDP's finished communication first\n"
-                    f"if {plan.names.dist}.is_initialized():\n"
-                    f"    {plan.names.dist}.destroy_process_group()\n")
-    imports = _import_lines(facts, plan)
+    teardown = (f"{names.gc}.collect()  # free DDP's finished communication first\n"
+                f"{names.dist}.destroy_process_group()\n")
+    if ctx.accelerate:  # accelerate starts no process group for a single process
+        teardown = (f"{names.gc}.collect()  # free DDP's finished communication first\n"
+                    f"if {names.dist}.is_initialized():\n"
+                    f"    {names.dist}.destroy_process_group()\n")
+    imports = import_lines(facts, names, ctx.imports)
     last_import = facts.import_statements[-1] if facts.import_statements else None
     if last_import is not None:
         plan.insert_after(last_import, imports)
@@ -116,9 +102,12 @@ def plan_setup(facts: Facts, plan: Plan) -> None:
         where = "after the imports"
     anchor = guard if in_guard and guard is not None else (last_import or facts.module.body[0])
     plan.change(anchor, "setup", f"`Accelerator()` created {where}: it sets up the processes "
-                "and the device" if plan.accelerate else f"process group set up {where}: nccl "
+                "and the device" if ctx.accelerate else f"process group set up {where}: nccl "
                 "with the local rank's GPU when CUDA is available, gloo on CPU otherwise")
     plan.change(body[-1], "setup", "`destroy_process_group()` when the script ends")
+
+
+TRANSFORM = Transform("setup", plan_setup)
 
 
 def _is_import(node: cst.CSTNode) -> bool:
@@ -138,22 +127,6 @@ def _first_code_statement(facts: Facts) -> cst.BaseStatement:
         if not is_docstring:
             return stmt
     return body[-1]
-
-
-def _import_lines(facts: Facts, plan: Plan) -> list[cst.BaseStatement]:
-    lines = []
-    for key in ("contextlib", "gc", "os", "torch", "dist", "ddp", "sampler", "accelerator"):
-        if key not in plan.needed_imports:
-            continue
-        qual, template = IMPORTS[key]
-        name = getattr(plan.names, key, key) if key != "accelerator" else "Accelerator"
-        if facts.imports.get(name) == qual:
-            continue
-        line = template.format(name=name)
-        if line.endswith(f" as {qual.rsplit('.', 1)[-1]}"):
-            line = line.rsplit(" as ", 1)[0]
-        lines.append(line + "\n")
-    return statements("".join(lines)) if lines else []
 
 
 def _append_teardown(facts: Facts, plan: Plan, body: list[cst.BaseStatement], code: str) -> None:

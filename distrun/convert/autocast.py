@@ -1,0 +1,89 @@
+"""Mixed precision around a training step, shared by the `--amp` and apex migrations:
+the forward pass and loss under `torch.autocast`, the optimizer stepped through a
+GradScaler.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import libcst as cst
+
+from distrun.convert.analysis import dotted
+from distrun.convert.build import expression, statement, with_block
+from distrun.convert.context import Context
+from distrun.convert.idioms import method_name, receiver, statement_assigns
+
+FP16_ON = "torch.cuda.is_available()"  # fp16 needs CUDA: off on CPU, so scripts still run
+
+
+@dataclass(frozen=True)
+class Mixed:
+    """How one training step gets mixed precision."""
+
+    dtype: str  # "float16" | "bfloat16"
+    device: str  # expression for the autocast device type
+    enabled: str  # expression
+    scaler: str | None  # name of the GradScaler, or None (bf16 needs none)
+
+
+def autocast_forward(ctx: Context, backward_stmt: cst.CSTNode, loss: str, mixed: Mixed) -> None:
+    """Put the statements from the model's forward call to the loss inside autocast."""
+    facts, plan = ctx.facts, ctx.plan
+    block = facts.parent.get(backward_stmt)
+    siblings = list(block.body) if isinstance(block, (cst.IndentedBlock, cst.Module)) else []
+    if backward_stmt not in siblings:
+        return
+    index = siblings.index(backward_stmt)  # type: ignore[arg-type]
+    loss_at = next((i for i in range(index - 1, -1, -1)
+                    if statement_assigns(siblings[i], loss)), None)
+    if loss_at is None:
+        plan.finding(backward_stmt, "amp", f"no `{loss} = ...` before the backward in its block: "
+                     "the forward pass was not put under autocast",
+                     f"wrap the forward pass and loss in `with torch.autocast(\"cuda\", "
+                     f"dtype=torch.{mixed.dtype}):`")
+        return
+    refs = ctx.model_refs()
+    aliases = initialized_models(ctx)
+    first = loss_at
+    for i in range(loss_at, -1, -1):
+        if any(id(c.func) in refs or dotted(c.func) in aliases
+               for c in facts.calls_in(siblings[i])):
+            first = i
+    head = f"torch.autocast({mixed.device}, dtype=torch.{mixed.dtype}, enabled={mixed.enabled})"
+    plan.wrap(siblings[first], siblings[loss_at], lambda body: with_block(head, body))
+    plan.change(siblings[first], "amp", f"forward pass and loss under `torch.autocast` "
+                f"({mixed.dtype})")
+
+
+def scaled_steps(ctx: Context, near: cst.CSTNode, optimizer: str, scaler: str | None) -> None:
+    """`optimizer.step()` (in `near`'s scope) -> `scaler.step(optimizer)` + `scaler.update()`."""
+    if scaler is None:
+        return
+    facts, plan = ctx.facts, ctx.plan
+    scope = facts.scope(near)
+    for call in facts.calls:
+        if not (method_name(call) == "step" and receiver(call) == optimizer
+                and facts.scope(call) is scope):
+            continue
+        stmt = facts.statement(call)
+        if isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1:
+            plan.rewrite(call, lambda _n: expression(f"{scaler}.step({optimizer})"))
+            plan.insert_after(stmt, [statement(f"{scaler}.update()\n")])
+            plan.change(call, "amp", f"`{optimizer}.step()` -> `{scaler}.step({optimizer})` "
+                        f"and `{scaler}.update()`")
+
+
+def initialized_models(ctx: Context) -> set[str]:
+    """Names given to the model by `model_amp, opt = amp.initialize(model, opt, ...)`."""
+    facts = ctx.facts
+    names = set()
+    for call in facts.calls:
+        parent = facts.parent.get(call)
+        if facts.call_name(call) == "apex.amp.initialize" and isinstance(parent, cst.Assign):
+            target = parent.targets[0].target
+            first = target.elements[0].value if isinstance(target, (cst.Tuple, cst.List)) \
+                else target
+            if (code := dotted(first)) is not None:
+                names.add(code)
+    return names

@@ -1,0 +1,95 @@
+"""The edit plan: what transforms record, keyed by nodes of the original tree.
+
+Transforms never modify the tree themselves. They look at `Facts` (the original tree)
+and record here: replace a node (as a function of its already-updated version, so
+edits nest), insert statements before or after a statement, wrap a run of sibling
+statements in a compound statement, remove a simple statement. Each change and each
+finding is recorded with its line. `apply.apply(plan)` then rewrites the tree once.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import libcst as cst
+
+from distrun.convert.analysis import Facts
+from distrun.convert.build import Rewrite, constant
+from distrun.convert.report import Change, Finding, Severity
+
+Wrapper = Callable[[list[cst.BaseStatement]], cst.BaseStatement]
+
+
+@dataclass
+class Plan:
+    facts: Facts
+    replace: dict[cst.CSTNode, list[Rewrite]] = field(default_factory=lambda: defaultdict(list))
+    before: dict[cst.CSTNode, list[cst.BaseStatement]] = field(
+        default_factory=lambda: defaultdict(list)
+    )
+    after: dict[cst.CSTNode, list[cst.BaseStatement]] = field(
+        default_factory=lambda: defaultdict(list)
+    )
+    # block -> [(first statement, last statement, builder of the compound that holds them)]
+    wraps: dict[cst.CSTNode, list[tuple[cst.CSTNode, cst.CSTNode, Wrapper]]] = field(
+        default_factory=lambda: defaultdict(list)
+    )
+    changes: list[Change] = field(default_factory=list)
+    findings: list[Finding] = field(default_factory=list)
+    touched_top_level: list[cst.CSTNode] = field(default_factory=list)
+
+    # -- the report ----------------------------------------------------------------
+
+    def change(self, node: cst.CSTNode, rule: str, message: str) -> None:
+        self.changes.append(Change(self.facts.line(node), rule, message))
+
+    def finding(
+        self, node: cst.CSTNode | None, rule: str, message: str, fix: str = "",
+        severity: Severity = "warning",
+    ) -> None:
+        line = self.facts.line(node) if node is not None else 1
+        self.findings.append(Finding(line, rule, severity, message, fix))
+
+    # -- the edits -----------------------------------------------------------------
+
+    def rewrite(self, node: cst.CSTNode, fn: Rewrite) -> None:
+        self.replace[node].append(fn)
+        self._touch(node)
+
+    def insert_before(self, stmt: cst.CSTNode, new: Sequence[cst.BaseStatement]) -> None:
+        self.before[stmt].extend(new)
+        self._touch(stmt)
+
+    def insert_after(self, stmt: cst.CSTNode, new: Sequence[cst.BaseStatement]) -> None:
+        self.after[stmt].extend(new)
+        self._touch(stmt)
+
+    def wrap(self, first: cst.CSTNode, last: cst.CSTNode, make: Wrapper) -> None:
+        """Put the statements from `first` to `last` (siblings in one block, with whatever
+        the plan inserts around them) inside the compound statement `make(statements)`."""
+        block = self.facts.parent[first]
+        self.wraps[block].append((first, last, make))
+        self._touch(first)
+
+    def remove(self, small: cst.CSTNode) -> None:
+        """Remove one simple statement (`x = f()`): its whole line when it stands alone
+        there, only itself on a line it shares (`x = f(); y = 2`), `pass` in a one-line
+        suite."""
+        line = self.facts.parent.get(small)
+        alone = isinstance(line, (cst.SimpleStatementLine, cst.SimpleStatementSuite)) and len(
+            line.body) == 1
+        if alone and isinstance(line, cst.SimpleStatementLine):
+            self.rewrite(line, constant(cst.RemoveFromParent()))
+        elif alone:
+            self.rewrite(small, constant(cst.Pass()))
+        else:
+            self.rewrite(small, constant(cst.RemoveFromParent()))
+
+    def _touch(self, node: cst.CSTNode) -> None:
+        self.touched_top_level.append(self.facts.top_level_statement(node))
+
+    @property
+    def has_edits(self) -> bool:
+        return bool(self.replace or self.before or self.after)

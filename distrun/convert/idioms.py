@@ -1,0 +1,186 @@
+"""Shared idioms: what counts as a DataLoader, an optimizer and its step, a backward, a
+device move, an assignment, a training loop. Every transform asks these questions the
+same way, here, rather than each keeping its own answer.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import libcst as cst
+
+from distrun.convert.analysis import Facts, dotted, positional
+
+DATALOADER = frozenset({"torch.utils.data.DataLoader", "torch.utils.data.dataloader.DataLoader"})
+ITERABLE_DATASET = frozenset({"torch.utils.data.IterableDataset",
+                              "torch.utils.data.dataset.IterableDataset"})
+DATA_PARALLEL = frozenset({
+    "torch.nn.DataParallel", "torch.nn.parallel.DataParallel",
+    "torch.nn.parallel.data_parallel.DataParallel",
+    "apex.parallel.DistributedDataParallel",  # apex's DDP: replaced like DataParallel
+})
+# Calls that hand a loader on to a loop unchanged: `for i, (x, y) in enumerate(loader)`.
+ITER_WRAPPERS = frozenset({
+    "enumerate", "iter", "zip", "tqdm", "tqdm.tqdm", "tqdm.auto.tqdm", "tqdm.notebook.tqdm",
+})
+MOVES = ("to", "cuda")  # methods that move a model (or tensor) to a device
+_OPTIMIZER_NAMES = frozenset({
+    "SGD", "Adam", "AdamW", "Adamax", "Adagrad", "Adadelta", "RMSprop", "Rprop", "NAdam",
+    "RAdam", "SparseAdam", "LBFGS", "Lion", "Adafactor", "LAMB", "Lamb",
+})
+# `.step()` on something named like an optimizer (or a GradScaler, which steps one).
+_STEP_OWNER = re.compile(r"opt|scaler", re.IGNORECASE)
+
+
+def is_optimizer(facts: Facts, call: cst.Call) -> bool:
+    """`torch.optim.SGD(...)`, `optim.AdamW(...)`, `Lion(...)`: an optimizer is built."""
+    name = facts.call_name(call) or ""
+    if name.startswith("torch.optim.lr_scheduler") or name.startswith("torch.optim.swa_utils"):
+        return False
+    last = name.rsplit(".", 1)[-1]
+    return name.startswith("torch.optim.") and last[:1].isupper() or last in _OPTIMIZER_NAMES
+
+
+def method_name(call: cst.Call) -> str | None:
+    """`x.step()` -> "step"; None for a call of a plain name."""
+    return call.func.attr.value if isinstance(call.func, cst.Attribute) else None
+
+
+def receiver(call: cst.Call) -> str | None:
+    """`self.optimizer.step()` -> "self.optimizer" (None unless a dotted name)."""
+    return dotted(call.func.value) if isinstance(call.func, cst.Attribute) else None
+
+
+def is_backward(call: cst.Call) -> bool:
+    """`loss.backward()` (whatever the receiver)."""
+    return method_name(call) == "backward"
+
+
+def is_optimizer_step(call: cst.Call) -> bool:
+    """`optimizer.step()`, `self.opt_g.step()`, `scaler.step(optimizer)`; never a
+    scheduler's step."""
+    owner = receiver(call) or ""
+    return (method_name(call) == "step" and bool(_STEP_OWNER.search(owner))
+            and "sched" not in owner.lower())
+
+
+def trains(facts: Facts, container: cst.CSTNode, depth: int = 0) -> bool:
+    """Does `container` (or a function of the script it calls, 3 calls deep) run a
+    backward pass or step an optimizer?"""
+    for call in facts.calls_in(container):
+        if is_backward(call) or is_optimizer_step(call):
+            return True
+        found = facts.callee(call)
+        if found is not None and depth < 3 and found[0] is not container:
+            if trains(facts, found[0], depth + 1):
+                return True
+    return False
+
+
+def unwrap_iter(facts: Facts, expr: cst.BaseExpression) -> cst.BaseExpression:
+    """`enumerate(tqdm(loader))` -> `loader`."""
+    while isinstance(expr, cst.Call) and facts.call_name(expr) in ITER_WRAPPERS:
+        args = positional(expr)
+        if not args:
+            break
+        expr = args[0].value
+    return expr
+
+
+@dataclass(frozen=True)
+class TrainLoop:
+    loop: cst.For
+    loader: str  # dotted code of the iterated loader, e.g. "train_loader" or "self.loader"
+
+
+def train_loops(facts: Facts) -> list[TrainLoop]:
+    """`for` loops over a loader whose body trains."""
+    loops = []
+    for loop in facts.for_loops:
+        code = dotted(unwrap_iter(facts, loop.iter))
+        if code is not None and trains(facts, loop.body):
+            loops.append(TrainLoop(loop, code))
+    return loops
+
+
+def assigns_inside(facts: Facts, container: cst.CSTNode, code: str) -> bool:
+    """Is `code` (a name or `self.x`) an assignment target anywhere inside `container`?"""
+    return any(
+        isinstance(facts.parent.get(node), cst.AssignTarget) and dotted(node) == code
+        and facts.inside(node, container)
+        for node in _names_and_attributes(facts)
+    )
+
+
+def _names_and_attributes(facts: Facts) -> Iterator[cst.Name | cst.Attribute]:
+    yield from facts.names
+    yield from facts.attributes
+
+
+def statement_assigns(stmt: cst.CSTNode, code: str) -> bool:
+    """Does the simple statement line `stmt` assign `code` (`=`, `+=` or annotated)?"""
+    if not isinstance(stmt, cst.SimpleStatementLine):
+        return False
+    for small in stmt.body:
+        if isinstance(small, (cst.Assign, cst.AugAssign, cst.AnnAssign)):
+            targets = [t.target for t in small.targets] if isinstance(small, cst.Assign) \
+                else [small.target]
+            if any(dotted(t) == code for t in targets):
+                return True
+    return False
+
+
+def moves(facts: Facts, stmt: cst.CSTNode, code: str) -> bool:
+    """Does `stmt` call `code.to(...)` or `code.cuda()` anywhere inside it?"""
+    return any(method_name(c) in MOVES and receiver(c) == code for c in facts.calls_in(stmt))
+
+
+def assigned_moved(stmt: cst.CSTNode, code: str) -> bool:
+    """`model = Net().to(device)` (or `.cuda()`)."""
+    if not isinstance(stmt, cst.SimpleStatementLine):
+        return False
+    return any(
+        isinstance(small, cst.Assign)
+        and any(dotted(t.target) == code for t in small.targets)
+        and isinstance(small.value, cst.Call) and method_name(small.value) in MOVES
+        for small in stmt.body
+    )
+
+
+def strip_moves(expr: cst.BaseExpression) -> str | None:
+    """`model`, `model.to(device)`, `model.cuda()` -> "model"."""
+    while isinstance(expr, cst.Call) and method_name(expr) in MOVES:
+        assert isinstance(expr.func, cst.Attribute)
+        expr = expr.func.value
+    return dotted(expr)
+
+
+def origin_names(facts: Facts, code: str, scope: cst.CSTNode, depth: int = 0) -> set[str]:
+    """Names the loader `code` (seen in `scope`) goes by on its way from where it is built."""
+    names = {code.rsplit(".", 1)[-1]}
+    if depth > 4:
+        return names
+    if code.startswith("self."):
+        cls = facts.enclosing_class(scope)
+        if cls is None:
+            return names
+        for attr in facts.attributes:
+            parent = facts.parent.get(attr)
+            if dotted(attr) != code or not isinstance(parent, cst.AssignTarget):
+                continue
+            if facts.enclosing_class(attr) is not cls:
+                continue
+            assign = facts.parent.get(parent)
+            value = dotted(assign.value) if isinstance(assign, cst.Assign) else None
+            method = facts.function(attr)
+            if value is not None and method is not None:
+                names |= origin_names(facts, value, method, depth + 1)
+    elif isinstance(scope, cst.FunctionDef) and code in facts.params(scope, False):
+        for site, is_method in facts.call_sites(scope):
+            arg = facts.argument_for(site, scope, is_method, code)
+            arg_code = dotted(arg) if arg is not None else None
+            if arg_code is not None:
+                names |= origin_names(facts, arg_code, facts.scope(site), depth + 1)
+    return names

@@ -1,0 +1,63 @@
+"""Names: the identifiers a converted script introduces, chosen not to clash with its own.
+
+`Names.avoiding(...)` picks the fixed names (RANK, DEVICE, dist, DDP...) once; a name
+the script already binds gets a trailing underscore (`RANK_`), and an import of exactly
+the module we need is reused. `fresh(base)` gives any other new name (a hoisted
+dataset, a GradScaler) and remembers it, so two transforms never pick the same one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+# What the converter's own module names must denote to be reused as they are.
+_MODULES = {
+    "dist": "torch.distributed",
+    "ddp": "torch.nn.parallel.DistributedDataParallel",
+    "sampler": "torch.utils.data.distributed.DistributedSampler",
+    "gc": "gc",
+    "os": "os",
+    "contextlib": "contextlib",
+}
+
+
+@dataclass
+class Names:
+    local_rank: str = "LOCAL_RANK"
+    rank: str = "RANK"
+    world_size: str = "WORLD_SIZE"
+    device: str = "DEVICE"
+    dist: str = "dist"
+    ddp: str = "DDP"
+    sampler: str = "DistributedSampler"
+    gc: str = "gc"
+    os: str = "os"
+    contextlib: str = "contextlib"
+    accelerator: str = "accelerator"
+    taken: set[str] = field(default_factory=set, repr=False)
+
+    @classmethod
+    def avoiding(cls, bound: Iterable[str], imports: Mapping[str, str]) -> Names:
+        chosen = cls(taken=set(bound))
+        for attr in ("local_rank", "rank", "world_size", "device", "dist", "ddp", "sampler",
+                     "gc", "os", "contextlib", "accelerator"):
+            name = getattr(chosen, attr)
+            # An existing import of exactly what we need is reused; anything else bound
+            # under that name makes us pick another.
+            wanted = _MODULES.get(attr)
+            reusable = wanted is not None and imports.get(name) == wanted
+            while (name in chosen.taken or name in imports) and not reusable:
+                name = f"{name}_"
+                reusable = wanted is not None and imports.get(name) == wanted
+            setattr(chosen, attr, name)
+        return chosen
+
+    def fresh(self, base: str) -> str:
+        """`base`, or `base_`, `base__`... the first that nothing in the script binds and
+        no earlier call returned."""
+        name = base
+        while name in self.taken:
+            name = f"{name}_"
+        self.taken.add(name)
+        return name

@@ -1,0 +1,148 @@
+"""NVIDIA apex, whose `amp` module was removed in 2025, migrated to torch (part of the
+mixed-precision transform):
+
+  model, optimizer = amp.initialize(model, optimizer, opt_level="O1")
+                                   ->  scaler = torch.amp.GradScaler("cuda", enabled=...)
+  the forward pass and loss before the backward -> inside `with torch.autocast(...)`
+  with amp.scale_loss(loss, optimizer) as scaled: scaled.backward()
+                                   ->  scaler.scale(loss).backward()
+  optimizer.step()                 ->  scaler.step(optimizer); scaler.update()
+  amp.state_dict() / amp.load_state_dict(x) -> scaler.state_dict() / scaler.load_state_dict(x)
+  apex.parallel.convert_syncbn_model(m) -> torch's SyncBatchNorm (on GPU only)
+  every apex import                ->  removed
+
+Opt levels: O0 fp32 (scaler disabled), O1/O2 fp16 autocast + scaler, O3 also a half
+model (reported). fp16 is enabled only with CUDA, so converted scripts run on CPU.
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from distrun.convert.analysis import dotted, keyword, positional, string_value
+from distrun.convert.autocast import FP16_ON, Mixed, autocast_forward, scaled_steps
+from distrun.convert.build import code_of, constant, expression, keep_leading_lines, statements
+from distrun.convert.context import Context
+
+
+def migrate_apex(ctx: Context) -> bool:
+    """Migrate apex amp; True if the script used it (its mixed precision is then set)."""
+    facts, plan = ctx.facts, ctx.plan
+    inits = [c for c in facts.calls if facts.call_name(c) == "apex.amp.initialize"]
+    scale_withs = [c for c in facts.calls if facts.call_name(c) == "apex.amp.scale_loss"]
+    if not inits and not scale_withs:
+        _migrate_syncbn(ctx)
+        _drop_apex_imports(ctx)
+        return False
+    scaler = ctx.names.fresh("scaler")
+    if inits and facts.enclosing_class(inits[0]) is not None:
+        scaler = "self.scaler"  # the methods that scale the loss find it on the object
+    elif inits:
+        home = facts.function(inits[0])
+        elsewhere = [c for c in scale_withs if facts.function(c) is not home]
+        if elsewhere:
+            plan.finding(elsewhere[0], "amp", f"the loss is scaled outside the function that "
+                         f"creates `{scaler}`", f"pass `{scaler}` to this function, or make it "
+                         "a global")
+    level = "O1"  # scale_loss without initialize: apex's default level
+    for call in inits:
+        level = _migrate_initialize(ctx, call, scaler)
+    mixed = Mixed("float16", '"cuda"', "False" if level == "O0" else FP16_ON, scaler)
+    for call in scale_withs:
+        _migrate_scale_loss(ctx, call, mixed)
+    _migrate_syncbn(ctx)
+    for call in facts.calls:
+        name = facts.call_name(call)
+        if name in ("apex.amp.state_dict", "apex.amp.load_state_dict"):
+            method = name.rsplit(".", 1)[1]
+            plan.rewrite(call.func, constant(expression(f"{scaler}.{method}")))
+            plan.change(call, "amp", f"`amp.{method}` -> `{scaler}.{method}` (the GradScaler's "
+                        "state)")
+    _drop_apex_imports(ctx)
+    ctx.need("torch")
+    return True
+
+
+def _migrate_initialize(ctx: Context, call: cst.Call, scaler: str) -> str:
+    """`amp.initialize(...)` -> a GradScaler; returns the opt level."""
+    facts, plan = ctx.facts, ctx.plan
+    opt = keyword(call, "opt_level")
+    level = (string_value(opt.value) if opt else None) or "O1"
+    enabled = "False" if level == "O0" else FP16_ON
+    stmt = facts.statement(call)
+    new = [f'{scaler} = torch.amp.GradScaler("cuda", enabled={enabled})\n']
+    assign = stmt.body[0] if isinstance(stmt, cst.SimpleStatementLine) else None
+    if isinstance(assign, cst.Assign):
+        targets = facts.code(assign.targets[0].target)
+        sources = ", ".join(facts.code(a.value) for a in positional(call))
+        if targets.replace(" ", "").strip("()") != sources.replace(" ", ""):
+            new.insert(0, f"{targets} = {sources}\n")
+    if level == "O3":
+        plan.finding(call, "amp", "opt_level O3 (a pure fp16 model) became fp16 autocast "
+                     "with fp32 weights, like O1/O2: halving a model after its DDP wrap "
+                     "breaks DDP", "if you need pure fp16, call `model.half()` before the "
+                     "DDP wrap")
+    if stmt is not None:
+        plan.rewrite(stmt, keep_leading_lines(statements("".join(new))))
+    what = "disabled: O0 is fp32" if level == "O0" else "fp16 on GPU"
+    plan.change(call, "amp", f"apex `amp.initialize(opt_level=\"{level}\")` -> "
+                f"`torch.amp.GradScaler` ({what})")
+    return level
+
+
+def _drop_apex_imports(ctx: Context) -> None:
+    facts, plan = ctx.facts, ctx.plan
+    for stmt in dict.fromkeys(facts.import_statements):  # a line with 2 imports is there twice
+        for small in stmt.body:
+            module = dotted(small.module) if isinstance(small, cst.ImportFrom) and small.module \
+                else None
+            names = [dotted(a.name) for a in small.names] if isinstance(small, cst.Import) \
+                else []
+            if (module or "").split(".")[0] == "apex" or any((n or "").split(".")[0] == "apex"
+                                                             for n in names):
+                plan.remove(small)
+                plan.change(stmt, "amp", "apex import removed: torch replaces it")
+
+
+def _migrate_syncbn(ctx: Context) -> None:
+    """apex.parallel.convert_syncbn_model(m) -> torch's SyncBatchNorm, on GPU only."""
+    facts, plan = ctx.facts, ctx.plan
+    for call in facts.calls:
+        if facts.call_name(call) != "apex.parallel.convert_syncbn_model" or not call.args:
+            continue
+        model = facts.code(call.args[0].value)
+        plan.rewrite(call, constant(expression(
+            f"(torch.nn.SyncBatchNorm.convert_sync_batchnorm({model}) "
+            f"if torch.cuda.is_available() else {model})")))
+        plan.change(call, "amp", "apex `convert_syncbn_model` -> "
+                    "`torch.nn.SyncBatchNorm.convert_sync_batchnorm` (GPU only: SyncBatchNorm "
+                    "does not run on CPU)")
+
+
+def _migrate_scale_loss(ctx: Context, call: cst.Call, mixed: Mixed) -> None:
+    facts, plan = ctx.facts, ctx.plan
+    scaler = mixed.scaler
+    args = positional(call)
+    with_stmt = facts.statement(call)
+    if not isinstance(with_stmt, cst.With) or len(args) < 2:
+        plan.finding(call, "amp", "amp.scale_loss outside a `with` statement: not migrated",
+                     f"use `{scaler}.scale(loss).backward()`")
+        return
+    loss, optimizer = facts.code(args[0].value), facts.code(args[1].value)
+    item = with_stmt.items[0]
+    alias = dotted(item.asname.name) if item.asname else None
+
+    def rewrite(node: cst.CSTNode) -> cst.FlattenSentinel[cst.BaseStatement]:
+        assert isinstance(node, cst.With)
+        body = list(node.body.body) if isinstance(node.body, cst.IndentedBlock) else []
+        code = "".join(code_of(s) for s in body)
+        if alias:
+            code = code.replace(f"{alias}.", f"{scaler}.scale({loss}).")
+        new = statements(code or f"{scaler}.scale({loss}).backward()\n")
+        return cst.FlattenSentinel([new[0].with_changes(leading_lines=node.leading_lines),
+                                    *new[1:]])
+
+    plan.rewrite(with_stmt, rewrite)
+    plan.change(with_stmt, "amp", f"`with amp.scale_loss(...)` -> `{scaler}.scale({loss})`")
+    autocast_forward(ctx, with_stmt, loss, mixed)
+    scaled_steps(ctx, with_stmt, optimizer, scaler)
