@@ -2,9 +2,29 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any, TypeVar
+
 import click
 
+from distrun.convert.options import OPTIONS, options_from
 from distrun.errors import EXIT_FOUND_WORK, EXIT_OK, InputError
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def convert_options(command: F) -> F:
+    """The conversion options, one click option per entry of `convert.options.OPTIONS`."""
+    for option in reversed(OPTIONS):
+        if option.is_flag:
+            command = click.option(option.flag, option.field, is_flag=True,
+                                   help=option.help)(command)
+        else:
+            command = click.option(option.flag, option.field, type=click.Choice(option.choices),
+                                   default=option.default, show_default=True,
+                                   help=option.help)(command)
+    return command
+
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
@@ -18,25 +38,11 @@ from distrun.errors import EXIT_FOUND_WORK, EXIT_OK, InputError
 @click.option("--check", is_flag=True,
               help="Write nothing; exit 1 if SCRIPT needs converting, 0 if not.")
 @click.option("--force", is_flag=True, help="Replace an existing OUT (kept as OUT.orig).")
-@click.option("--to", "target", type=click.Choice(["ddp", "accelerate"]), default="ddp",
-              show_default=True, help="Plain torch DistributedDataParallel, or Hugging Face "
-              "accelerate.")
-@click.option("--amp", type=click.Choice(["keep", "fp16", "bf16", "none"]), default="keep",
-              show_default=True, help="Mixed precision: keep the script's (deprecated "
-              "torch.cuda.amp forms modernised), add fp16 / bf16 autocast, or remove it.")
-@click.option("--sync-bn", is_flag=True, help="BatchNorm -> SyncBatchNorm (on GPU).")
-@click.option("--scale-lr", is_flag=True, help="Multiply learning rates by WORLD_SIZE "
-              "(linear scaling rule).")
-@click.option("--eval", "eval_mode", type=click.Choice(["full", "shard"]), default="full",
-              show_default=True, help="Evaluation: every rank evaluates the full set, or "
-              "each a shard with the sums all-reduced (both exact).")
-@click.option("--grad-accum-no-sync", is_flag=True, help="Skip the gradient all-reduce on "
-              "micro-batches that do not step the optimizer (model.no_sync()).")
+@convert_options
 @click.option("--report", "report_format", type=click.Choice(["text", "json"]), default="text",
               show_default=True, help="Format of the change report.")
 def convert(script: str, output: str | None, in_place: bool, no_backup: bool, show_diff: bool,
-            check: bool, force: bool, target: str, amp: str, sync_bn: bool, scale_lr: bool,
-            eval_mode: str, grad_accum_no_sync: bool, report_format: str) -> int:
+            check: bool, force: bool, report_format: str, **chosen: Any) -> int:
     """Rewrite a single-GPU PyTorch SCRIPT into a DistributedDataParallel script.
 
     \b
@@ -53,7 +59,7 @@ def convert(script: str, output: str | None, in_place: bool, no_backup: bool, sh
       distrun convert train.py --check         # for CI / pre-commit
     """
     from distrun.cli import render
-    from distrun.convert import ConvertOptions, convert_source
+    from distrun.convert import convert_source
     from distrun.files import default_output, read_script, same_file, write_atomic
 
     modes = [m for m, on in (("-o", output is not None), ("--in-place", in_place),
@@ -71,9 +77,7 @@ def convert(script: str, output: str | None, in_place: bool, no_backup: bool, sh
     if source.is_empty:
         raise InputError(f"{script}: empty file (no Python code in it): nothing to convert",
                          "check that this is the script you meant: it holds no code")
-    options = ConvertOptions(target=target, amp=amp, sync_bn=sync_bn,  # type: ignore[arg-type]
-                             scale_lr=scale_lr, grad_accum_no_sync=grad_accum_no_sync,
-                             eval_shard=eval_mode == "shard")
+    options = options_from(chosen)
     result = convert_source(source.text, script, options)
     written: str | None = None
     report_to_stderr = output == "-" or show_diff
@@ -83,7 +87,7 @@ def convert(script: str, output: str | None, in_place: bool, no_backup: bool, sh
     elif output == "-":
         click.echo(result.output, nl=False)  # unchanged scripts too: `-o - > x.py` works
     elif result.changed:
-        target_file = script if in_place else (output or default_output(script, target))
+        target_file = script if in_place else (output or default_output(script, options.target))
         write_atomic(target_file, source.encode(result.output), like=script,
                      backup=(in_place and not no_backup) or force, force=force or in_place)
         written = target_file

@@ -1,9 +1,15 @@
-"""What the user asked `distrun convert` to do beyond the plain DDP rewrite."""
+"""What the user asked `distrun convert` to do beyond the plain DDP rewrite.
+
+Each option is declared once, in `OPTIONS`: the command line is built from it (by
+`distrun.cli.convert`), and so is the parser of the `# distrun-options: ...` line that
+fixture tests start with. Adding an option = a field of `ConvertOptions` + one entry.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 Amp = Literal["keep", "fp16", "bf16", "none"]
 Target = Literal["ddp", "accelerate"]
@@ -17,3 +23,75 @@ class ConvertOptions:
     scale_lr: bool = False  # learning rate x WORLD_SIZE (linear scaling rule)
     grad_accum_no_sync: bool = False  # no all-reduce on micro-steps that do not step
     eval_shard: bool = False  # shard evaluation loaders, all-reduce the loop's sums
+
+
+@dataclass(frozen=True)
+class Option:
+    """One command-line option of `distrun convert` that sets a `ConvertOptions` field."""
+
+    flag: str  # "--amp"
+    field: str  # the ConvertOptions field it sets
+    help: str
+    choices: tuple[str, ...] = ()  # a choice of words; none: an on/off flag
+    default: str | None = None  # the word chosen when the option is not given
+    values: tuple[Any, ...] = ()  # the field's value for each choice (default: the word)
+
+    @property
+    def is_flag(self) -> bool:
+        return not self.choices
+
+    def value(self, word: str) -> Any:
+        """The field's value for the choice `word`."""
+        return self.values[self.choices.index(word)] if self.values else word
+
+
+OPTIONS: tuple[Option, ...] = (
+    Option("--to", "target", "Plain torch DistributedDataParallel, or Hugging Face "
+           "accelerate.", ("ddp", "accelerate"), "ddp"),
+    Option("--amp", "amp", "Mixed precision: keep the script's (deprecated torch.cuda.amp "
+           "forms modernised), add fp16 / bf16 autocast, or remove it.",
+           ("keep", "fp16", "bf16", "none"), "keep"),
+    Option("--sync-bn", "sync_bn", "BatchNorm -> SyncBatchNorm (on GPU)."),
+    Option("--scale-lr", "scale_lr", "Multiply learning rates by WORLD_SIZE (linear scaling "
+           "rule)."),
+    Option("--eval", "eval_shard", "Evaluation: every rank evaluates the full set, or each a "
+           "shard with the sums all-reduced (both exact).", ("full", "shard"), "full",
+           (False, True)),
+    Option("--grad-accum-no-sync", "grad_accum_no_sync", "Skip the gradient all-reduce on "
+           "micro-batches that do not step the optimizer (model.no_sync())."),
+)
+
+
+def options_from(given: dict[str, Any]) -> ConvertOptions:
+    """`ConvertOptions` from parsed values keyed by field: a flag's bool, a choice's word
+    (None or absent: the default)."""
+    values: dict[str, Any] = {}
+    for option in OPTIONS:
+        raw = given.get(option.field)
+        if option.is_flag:
+            values[option.field] = bool(raw)
+        else:
+            word = raw if raw is not None else option.default
+            assert word is not None
+            values[option.field] = option.value(word)
+    return ConvertOptions(**values)
+
+
+def parse_words(words: Sequence[str]) -> ConvertOptions:
+    """`["--amp", "fp16", "--sync-bn"]` -> ConvertOptions, as the command line reads them.
+    Raises ValueError on an unknown option or a bad choice."""
+    by_flag = {option.flag: option for option in OPTIONS}
+    given: dict[str, Any] = {}
+    items = iter(words)
+    for word in items:
+        option = by_flag.get(word)
+        if option is None:
+            raise ValueError(f"unknown convert option {word!r}")
+        if option.is_flag:
+            given[option.field] = True
+            continue
+        choice = next(items, None)
+        if choice not in option.choices:
+            raise ValueError(f"{word} takes one of {', '.join(option.choices)}, not {choice!r}")
+        given[option.field] = choice
+    return options_from(given)

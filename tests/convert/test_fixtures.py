@@ -14,6 +14,8 @@ import pytest
 
 from distrun.cli.render import report_text
 from distrun.convert import ConvertOptions, convert_source
+from distrun.convert.options import parse_words
+from distrun.convert.transforms import PIPELINE
 
 FIXTURES = Path(__file__).parent / "fixtures"
 CASES = sorted(
@@ -23,15 +25,11 @@ UPDATE = os.environ.get("DISTRUN_UPDATE_FIXTURES") == "1"
 
 
 def options_of(case: Path) -> ConvertOptions:
-    """A fixture's first line may say `# distrun-options: --amp fp16 --sync-bn --scale-lr`."""
+    """A fixture's first line may say `# distrun-options: --amp fp16 --sync-bn --scale-lr`:
+    the options as `distrun convert` takes them on its command line."""
     first = case.read_text().splitlines()[0]
     words = first.split(":", 1)[1].split() if first.startswith("# distrun-options:") else []
-    amp = words[words.index("--amp") + 1] if "--amp" in words else "keep"
-    target = words[words.index("--to") + 1] if "--to" in words else "ddp"
-    return ConvertOptions(target=target, amp=amp,  # type: ignore[arg-type]
-                          sync_bn="--sync-bn" in words, scale_lr="--scale-lr" in words,
-                          grad_accum_no_sync="--grad-accum-no-sync" in words,
-                          eval_shard="--eval-shard" in words)
+    return parse_words(words)
 
 
 def _ids(path: Path) -> str:
@@ -64,16 +62,17 @@ def test_fixture_output_compiles_and_is_stable(case: Path) -> None:
     )
 
 
-def test_every_rule_folder_has_a_fixture() -> None:
-    folders = {p.parent.name for p in CASES}
-    assert {"device", "model", "data", "output", "checkpoint", "setup", "hazards", "amp",
-            "scaling", "accelerate"} <= folders
-
-
 def test_every_transform_has_fixtures() -> None:
     """Each module of the pipeline has a folder of fixtures named after it."""
-    from distrun.convert.transforms import PIPELINE
-
     folders = {p.parent.name for p in CASES}
     modules = {t.run.__module__.rsplit(".", 1)[-1] for t in PIPELINE}
     assert modules - folders == set()
+
+
+def test_fixture_options_are_read_as_the_command_line_reads_them() -> None:
+    assert parse_words(["--eval", "shard", "--to", "accelerate", "--sync-bn"]) == ConvertOptions(
+        target="accelerate", sync_bn=True, eval_shard=True)
+    with pytest.raises(ValueError, match="--amp takes one of"):
+        parse_words(["--amp", "fp8"])
+    with pytest.raises(ValueError, match="unknown convert option"):
+        parse_words(["--eval-shard"])
