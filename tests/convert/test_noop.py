@@ -53,6 +53,9 @@ def line_of(source: str, needle: str) -> int:
         ("checkpoint", 'state = torch.load("w.pt", map_location="cpu")\n'),
         ("output", "def print_summary():\n    return 1\n"),
         ("output", "text = 'print(x)'\n"),
+        ("directories", 'os.makedirs("out", exist_ok=True)\n'),
+        ("directories", 'found = os.path.isdir("out")\n'),
+        ("directories", 'folder.mkdir()  # not known to be a pathlib.Path\n'),
     ],
 )
 def test_rewrite_leaves_alone(rule: str, snippet: str) -> None:

@@ -17,6 +17,7 @@ from distrun.convert.transforms import (
     checkpoint,
     data,
     device,
+    directories,
     evaluation,
     hazards,
     model,
@@ -38,6 +39,7 @@ PIPELINE: tuple[Transform, ...] = (
     scaling.TRANSFORM,
     checkpoint.TRANSFORM,
     output.TRANSFORM,
+    directories.TRANSFORM,
     hazards.TRANSFORM,
     setup.TRANSFORM,
 )

@@ -23,6 +23,7 @@ from distrun.convert.analysis import dotted, keyword, positional, string_value
 from distrun.convert.autocast import FP16_ON, Mixed, autocast_forward, scaled_steps
 from distrun.convert.build import code_of, constant, expression, keep_leading_lines, statements
 from distrun.convert.context import Context
+from distrun.convert.idioms import is_optimizer
 
 
 def migrate_apex(ctx: Context) -> bool:
@@ -47,6 +48,8 @@ def migrate_apex(ctx: Context) -> bool:
     level = "O1"  # scale_loss without initialize: apex's default level
     for call in inits:
         level = _migrate_initialize(ctx, call, scaler)
+    if not inits:
+        _create_scaler(ctx, scaler, scale_withs)
     mixed = Mixed("float16", '"cuda"', "False" if level == "O0" else FP16_ON, scaler)
     for call in scale_withs:
         _migrate_scale_loss(ctx, call, mixed)
@@ -88,6 +91,24 @@ def _migrate_initialize(ctx: Context, call: cst.Call, scaler: str) -> str:
     plan.change(call, "amp", f"apex `amp.initialize(opt_level=\"{level}\")` -> "
                 f"`torch.amp.GradScaler` ({what})")
     return level
+
+
+def _create_scaler(ctx: Context, scaler: str, scale_withs: list[cst.Call]) -> None:
+    """No `amp.initialize` here (another module initialised apex): the GradScaler that
+    replaces it is created after the optimizer when the loss is scaled in its scope, else
+    with the setup block."""
+    facts, plan = ctx.facts, ctx.plan
+    create = f'{scaler} = torch.amp.GradScaler("cuda", enabled={FP16_ON})\n'
+    anchor = next((facts.statement(c) for c in facts.calls if is_optimizer(facts, c)), None)
+    if anchor is not None and {id(facts.scope(c)) for c in scale_withs} == {
+            id(facts.scope(anchor))}:
+        plan.insert_after(anchor, statements(create))
+    else:
+        ctx.setup_lines.append(create)
+    plan.finding(scale_withs[0], "amp", "apex `amp.scale_loss` without `amp.initialize` in "
+                 f"this script: `{scaler} = torch.amp.GradScaler(\"cuda\")` was created for "
+                 "it, as opt level O1 (fp16 on GPU)", "if apex ran at another opt level, set "
+                 "the GradScaler and autocast to match", severity="info")
 
 
 def _drop_apex_imports(ctx: Context) -> None:
