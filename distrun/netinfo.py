@@ -1,6 +1,7 @@
-"""Which network interface reaches an address: shared by `launch` (to set
-GLOO_SOCKET_IFNAME / NCCL_SOCKET_IFNAME) and `doctor` (to report it). Linux only;
-elsewhere nothing is found and nothing is set."""
+"""What the network looks like from this node: which interface and local address reach an
+address, and whether a TCP port is free. Shared by `launch` (GLOO_SOCKET_IFNAME /
+NCCL_SOCKET_IFNAME, --local-addr, the master port) and `doctor` (to report them). Linux
+only; elsewhere no interface is found and nothing is set."""
 
 from __future__ import annotations
 
@@ -45,3 +46,21 @@ def route(address: str) -> tuple[str | None, str | None]:
 
 def interface_for(address: str) -> str | None:
     return route(address)[0]
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port nobody listens on right now (the kernel picks it)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return int(sock.getsockname()[1])
+
+
+def bind_error(host: str, port: int) -> OSError | None:
+    """Why a TCP server could not listen on `host`:`port` here (None: it could)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind(("127.0.0.1" if host == "localhost" else host, port))
+        except OSError as err:
+            return err
+    return None

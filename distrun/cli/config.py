@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 import click
 
 from distrun.errors import InputError
+from distrun.launch_rules import LAUNCHERS, MIXED_PRECISION
 
 if TYPE_CHECKING:
     from distrun.config.load import Config
@@ -36,12 +37,12 @@ def config() -> None:
 @click.option("--force", is_flag=True, help="Replace an existing file.")
 @click.option("--non-interactive", is_flag=True, help="Ask nothing: flags and defaults only.")
 @click.option("--script", help="Training script.")
-@click.option("--launcher", type=click.Choice(["torchrun", "accelerate"]))
+@click.option("--launcher", type=click.Choice(LAUNCHERS))
 @click.option("--nnodes", help="Number of nodes (N or MIN:MAX).")
 @click.option("--nproc-per-node", help="Processes per node (N, auto, gpu, cpu).")
 @click.option("--master-addr", help="Address of node 0 (multi-node).")
 @click.option("--master-port", type=int, help="Port on node 0.")
-@click.option("--mixed-precision", type=click.Choice(["no", "fp16", "bf16"]))
+@click.option("--mixed-precision", type=click.Choice(MIXED_PRECISION))
 def init(output: str, force: bool, non_interactive: bool, **given: str | int | None) -> int:
     """Write a launch config, asking only what it cannot detect."""
     from pathlib import Path

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import click
 
+from distrun.launch_rules import DEFAULT_MASTER_PORT
+
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--json", "as_json", is_flag=True, help="Print the checks as a JSON list.")
@@ -11,7 +13,7 @@ import click
               help="Check against a launch config (distrun.yaml).")
 @click.option("--master-addr", help="Node 0's address (default 127.0.0.1).")
 @click.option("--master-port", type=click.IntRange(1, 65535), help="Port on node 0 "
-              "(default 29500).")
+              f"(default {DEFAULT_MASTER_PORT}).")
 @click.option("--nproc-per-node", help="Processes per node you plan to start.")
 @click.option("--nnodes", type=click.IntRange(min=1), help="Nodes you plan to use.")
 @click.option("--bandwidth", is_flag=True, help="Also measure all-reduce bandwidth.")

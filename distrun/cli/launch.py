@@ -5,6 +5,13 @@ from __future__ import annotations
 import click
 
 from distrun.errors import InputError
+from distrun.launch_rules import (
+    DEFAULT_MASTER_PORT,
+    DEFAULT_RDZV_PORT,
+    LAUNCHERS,
+    MIXED_PRECISION,
+    RDZV_BACKENDS,
+)
 
 NPROC_HELP = ("Processes on this node: a number, or auto (one per visible GPU; 1 on a "
               "CPU-only machine), gpu (one per GPU), cpu (one per CPU core).")
@@ -21,18 +28,32 @@ def _pairs(_ctx: click.Context, param: click.Parameter, values: tuple[str, ...]
     return pairs
 
 
-@click.command(context_settings={"help_option_names": ["-h", "--help"],
-                                 "allow_interspersed_args": False})
+HELP = f"""Run SCRIPT [SCRIPT_ARGS...] on many processes and nodes, and supervise it.
+
+\b
+Everything after SCRIPT goes to the script ('--' works too). Examples:
+  distrun launch --nproc-per-node 2 train_ddp.py --epochs 3
+  distrun launch --nnodes 2 --node-rank 0 --master-addr 10.0.0.1 train_ddp.py
+  distrun launch --nnodes 2 --rdzv-endpoint 10.0.0.1:{DEFAULT_RDZV_PORT} train_ddp.py  # every node
+\b
+Exit codes: 0 success; 1 a rank failed; 2 bad input (nothing started);
+124 no output for --timeout seconds; 130/143 stopped by Ctrl-C/SIGTERM.
+"""
+
+
+@click.command(help=HELP, context_settings={"help_option_names": ["-h", "--help"],
+                                            "allow_interspersed_args": False})
 @click.option("--nproc-per-node", metavar="N|auto|gpu|cpu", help=NPROC_HELP)
 @click.option("--nnodes", metavar="N|MIN:MAX", help="Number of nodes (MIN:MAX: elastic, "
               "needs --rdzv-endpoint).")
 @click.option("--node-rank", type=int, help="This node's rank, 0..nnodes-1 (static rendezvous).")
 @click.option("--master-addr", help="Address of node 0 (multi-node, static rendezvous).")
 @click.option("--master-port", type=int, help="Port on node 0. Default: a free port "
-              "(single node), 29500 (multi-node).")
-@click.option("--rdzv-backend", help="Rendezvous backend: static (default) or c10d.")
+              f"(single node), {DEFAULT_MASTER_PORT} (multi-node).")
+@click.option("--rdzv-backend", help=f"Rendezvous backend: {' or '.join(RDZV_BACKENDS)} "
+              "(default static; an endpoint alone means c10d).")
 @click.option("--rdzv-endpoint", metavar="HOST[:PORT]", help="c10d rendezvous: the same "
-              "command on every node.")
+              f"command on every node (port {DEFAULT_RDZV_PORT} when left out).")
 @click.option("--rdzv-id", help="Job id shared by all nodes of a c10d rendezvous.")
 @click.option("--rdzv-conf", "rdzv_conf", multiple=True, metavar="KEY=VALUE", callback=_pairs,
               help="c10d rendezvous setting passed to torchrun (repeatable), e.g. "
@@ -40,9 +61,9 @@ def _pairs(_ctx: click.Context, param: click.Parameter, values: tuple[str, ...]
 @click.option("--max-restarts", type=int, help="Restarts of the worker group before failing.")
 @click.option("--log-dir", type=click.Path(file_okay=False), help="Keep every rank's "
               "stdout/stderr here (default: a temporary folder, removed after a clean run).")
-@click.option("--launcher", type=click.Choice(["torchrun", "accelerate"]),
+@click.option("--launcher", type=click.Choice(LAUNCHERS),
               help="Launcher to run the job with (default torchrun).")
-@click.option("--mixed-precision", type=click.Choice(["no", "fp16", "bf16"]),
+@click.option("--mixed-precision", type=click.Choice(MIXED_PRECISION),
               help="Passed to accelerate; exported as DISTRUN_MIXED_PRECISION either way.")
 @click.option("--env", "env", multiple=True, metavar="KEY=VALUE", callback=_pairs,
               help="Environment variable for the workers (repeatable).")
@@ -57,17 +78,7 @@ def _pairs(_ctx: click.Context, param: click.Parameter, values: tuple[str, ...]
 def launch(script: str | None, script_args: tuple[str, ...], dry_run: bool, module: bool,
            env: dict[str, str], rdzv_conf: dict[str, str], config_file: str | None,
            **options: object) -> int:
-    """Run SCRIPT [SCRIPT_ARGS...] on many processes and nodes, and supervise it.
-
-    \b
-    Everything after SCRIPT goes to the script ('--' works too). Examples:
-      distrun launch --nproc-per-node 2 train_ddp.py --epochs 3
-      distrun launch --nnodes 2 --node-rank 0 --master-addr 10.0.0.1 train_ddp.py
-      distrun launch --nnodes 2 --rdzv-endpoint 10.0.0.1:29400 train_ddp.py  # every node
-    \b
-    Exit codes: 0 success; 1 a rank failed; 2 bad input (nothing started);
-    124 no output for --timeout seconds; 130/143 stopped by Ctrl-C/SIGTERM.
-    """
+    """`distrun launch`: the request from the config file and the flags, resolved, run."""
     from distrun.cli import render
     from distrun.launch import backends
     from distrun.launch.resolve import resolve

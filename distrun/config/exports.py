@@ -16,9 +16,9 @@ from distrun.config.load import Config, node_range
 from distrun.errors import InputError
 from distrun.launch.backends import torchrun
 from distrun.launch.spec import LaunchRequest, LaunchSpec
+from distrun.launch_rules import DEFAULT_MASTER_PORT, DEFAULT_RDZV_PORT
 
 FORMATS = ("torchrun", "accelerate", "slurm", "kubernetes")
-DEFAULT_MULTI_NODE_PORT = 29500
 
 
 def template(name: str) -> str:
@@ -65,7 +65,7 @@ def export(config: Config, fmt: str) -> str:
 def _spec(r: dict[str, Any]) -> LaunchSpec:
     low, high = node_range(r["nnodes"])
     endpoint = r["rdzv"]["endpoint"]
-    port = r["master_port"] or DEFAULT_MULTI_NODE_PORT
+    port = r["master_port"] or DEFAULT_MASTER_PORT
     return LaunchSpec(
         script=r["script"], script_args=tuple(r["script_args"]), module=r["module"],
         nproc_per_node=r["nproc_per_node"], min_nodes=low, max_nodes=high,
@@ -115,10 +115,10 @@ def _accelerate(config: Config, r: dict[str, Any]) -> str:
     if r["rdzv"]["endpoint"]:
         host, _, port = str(r["rdzv"]["endpoint"]).rpartition(":")
         data.update(main_process_ip=host or r["rdzv"]["endpoint"],
-                    main_process_port=int(port) if port.isdigit() else 29400)
+                    main_process_port=int(port) if port.isdigit() else DEFAULT_RDZV_PORT)
     elif high > 1 or r["master_addr"]:
         data.update(main_process_ip=r["master_addr"] or "127.0.0.1",
-                    main_process_port=r["master_port"] or DEFAULT_MULTI_NODE_PORT)
+                    main_process_port=r["master_port"] or DEFAULT_MASTER_PORT)
     elif r["master_port"]:
         data.update(main_process_port=r["master_port"])
     return _comments(template("accelerate.yaml")) + yaml.safe_dump(data, sort_keys=True)
@@ -174,7 +174,7 @@ def _slurm(config: Config, r: dict[str, Any]) -> str:
     launch = ["distrun", "launch", *_launch_args(r)]
     rdzv = ""
     if low != high or r["rdzv"]["endpoint"]:
-        port = str(r["rdzv"]["endpoint"] or "").rpartition(":")[2] or "29400"
+        port = str(r["rdzv"]["endpoint"] or "").rpartition(":")[2] or str(DEFAULT_RDZV_PORT)
         launch += ["--nnodes", f"{low}:{high}" if low != high else str(high),
                    "--rdzv-id", r["rdzv"]["id"] if r["rdzv"]["id"] != "none" else "$SLURM_JOB_ID"]
         rdzv = f' --rdzv-endpoint "${{MASTER_ADDR}}:{port}"'

@@ -9,6 +9,8 @@ from typing import Any
 import click
 import yaml
 
+from distrun.launch_rules import LAUNCHERS, MIXED_PRECISION
+
 ASKED = ("script", "launcher", "nnodes", "nproc_per_node", "master_addr", "mixed_precision")
 
 
@@ -35,7 +37,7 @@ def ask(values: dict[str, Any], given: dict[str, Any]) -> dict[str, Any]:
         out["script"] = click.prompt("Training script", default=out["script"] or "train.py")
     if given.get("launcher") is None:
         out["launcher"] = click.prompt("Launcher", default=out["launcher"],
-                                       type=click.Choice(["torchrun", "accelerate"]))
+                                       type=click.Choice(LAUNCHERS))
     if given.get("nnodes") is None:
         out["nnodes"] = click.prompt("How many machines (nodes)", default=out["nnodes"])
     if given.get("nproc_per_node") is None:
@@ -46,7 +48,7 @@ def ask(values: dict[str, Any], given: dict[str, Any]) -> dict[str, Any]:
         out["master_addr"] = click.prompt("Address of machine 0 (reachable from all others)")
     if given.get("mixed_precision") is None:
         out["mixed_precision"] = click.prompt("Mixed precision", default=out["mixed_precision"],
-                                              type=click.Choice(["no", "fp16", "bf16"]))
+                                              type=click.Choice(MIXED_PRECISION))
     return out
 
 

@@ -1,7 +1,9 @@
-"""The launch config file: every key, its type, its default. Defaults live only here.
+"""The launch config file: every key, its type, its default.
 
 `KEYS` is the single description of `distrun.yaml`; validation, `config show`,
-`config schema` (JSON Schema) and `distrun launch --config` all read it.
+`config schema` (JSON Schema) and `distrun launch --config` all read it. The launch
+settings' defaults, choices and limits come from distrun.launch_rules (which `distrun
+launch` judges by too); `rule` names the rule that checks a value beyond its type.
 """
 
 from __future__ import annotations
@@ -9,7 +11,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-NPROC_WORDS = ("auto", "gpu", "cpu")
+from distrun import launch_rules as rules
+from distrun.launch_rules import DEFAULT_MASTER_PORT, DEFAULTS, NPROC_WORDS
+
+__all__ = ["KEYS", "NPROC_WORDS", "Key", "defaults", "json_schema"]
 
 
 @dataclass(frozen=True)
@@ -22,35 +27,41 @@ class Key:
     maximum: float | None = None
     keys: dict[str, Key] = field(default_factory=dict)  # for kind == "section"
     pattern: str | None = None
+    rule: str | None = None  # host | port | endpoint: the launch rule checking the value
 
 
 KEYS: dict[str, Key] = {
-    "launcher": Key("str", "Launcher that runs the job.", "torchrun",
-                    choices=("torchrun", "accelerate")),
+    "launcher": Key("str", "Launcher that runs the job.", DEFAULTS["launcher"],
+                    choices=rules.LAUNCHERS),
     "script": Key("str", "The training script (or module, with module: true)."),
     "script_args": Key("list", "Arguments passed to the script.", []),
     "module": Key("bool", "Run `script` as a module, like python -m.", False),
-    "nnodes": Key("nnodes", "Number of nodes, or MIN:MAX for an elastic job.", 1,
-                  maximum=65536),
-    "nproc_per_node": Key("nproc", "Processes per node: a number, or auto, gpu, cpu.", 1,
-                          maximum=4096),
-    "node_rank": Key("int", "This node's rank (static rendezvous).", 0, minimum=0),
-    "master_addr": Key("str", "Address of node 0 (static rendezvous)."),
-    "master_port": Key("int", "Port on node 0 (default: free port on one node, 29500 on "
-                       "several).", minimum=1, maximum=65535),
+    "nnodes": Key("nnodes", "Number of nodes, or MIN:MAX for an elastic job.",
+                  DEFAULTS["nnodes"], maximum=rules.MAX_NODES),
+    "nproc_per_node": Key("nproc", "Processes per node: a number, or auto, gpu, cpu.",
+                          DEFAULTS["nproc_per_node"], maximum=rules.MAX_NPROC),
+    "node_rank": Key("int", "This node's rank (static rendezvous).", DEFAULTS["node_rank"],
+                     minimum=0),
+    "master_addr": Key("str", "Address of node 0 (static rendezvous).", rule="host"),
+    "master_port": Key("int", "Port on node 0 (default: free port on one node, "
+                       f"{DEFAULT_MASTER_PORT} on several).", minimum=rules.PORT_MIN,
+                       maximum=rules.PORT_MAX, rule="port"),
     "rdzv": Key("section", "Rendezvous (c10d: the same command on every node).", keys={
-        "backend": Key("str", "Rendezvous backend.", "static", choices=("static", "c10d")),
-        "endpoint": Key("str", "HOST:PORT of the c10d rendezvous."),
-        "id": Key("str", "Job id shared by every node.", "none"),
+        "backend": Key("str", "Rendezvous backend.", DEFAULTS["rdzv.backend"],
+                       choices=rules.RDZV_BACKENDS),
+        "endpoint": Key("str", "HOST:PORT of the c10d rendezvous.", rule="endpoint"),
+        "id": Key("str", "Job id shared by every node.", DEFAULTS["rdzv.id"]),
         "conf": Key("map", "c10d rendezvous settings (torchrun --rdzv-conf), e.g. "
                     "join_timeout: 900, last_call_timeout: 5.", {}),
     }),
-    "max_restarts": Key("int", "Restarts of the worker group before failing.", 0, minimum=0),
+    "max_restarts": Key("int", "Restarts of the worker group before failing.",
+                        DEFAULTS["max_restarts"], minimum=0),
     "mixed_precision": Key("str", "Mixed precision (passed to accelerate, exported to the "
-                           "script).", "no", choices=("no", "fp16", "bf16")),
+                           "script).", DEFAULTS["mixed_precision"],
+                           choices=rules.MIXED_PRECISION),
     "env": Key("map", "Environment variables for the workers.", {}),
     "timeout": Key("number", "Stop a job that prints nothing for this many seconds.",
-                   minimum=0.001),
+                   minimum=rules.TIMEOUT_MIN),
     "log_dir": Key("str", "Keep every rank's output in this folder."),
     "slurm": Key("section", "Only for `config export --format slurm`.", keys={
         "job_name": Key("str", "#SBATCH --job-name.", "distrun"),

@@ -9,9 +9,10 @@ import socket
 from collections.abc import Iterator
 
 from distrun.doctor import CheckResult, Context
+from distrun.launch_rules import DEFAULT_MASTER_PORT
 from distrun.netinfo import interface_for, interfaces
 
-DEFAULT_PORT = 29500
+DEFAULT_PORT = DEFAULT_MASTER_PORT
 
 
 def _is_local(ip: str) -> bool:

@@ -19,7 +19,7 @@ WORKER = "distrun.doctor.worker"
 def run_world(backend: str, bandwidth: bool, timeout: float = TIMEOUT
               ) -> tuple[list[dict[str, object]], float, str]:
     """Start 2 workers; their JSON reports, the wall time, and any error text."""
-    from distrun.launch.resolve import free_port
+    from distrun.netinfo import free_port
 
     port = str(free_port())
     argv = [sys.executable, "-m", WORKER, backend, port, "1" if bandwidth else "0"]

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from distrun.launch_rules import DEFAULT_MASTER_PORT
+
 
 @dataclass
 class LaunchRequest:
@@ -45,7 +47,7 @@ class LaunchSpec:
     max_nodes: int = 1
     node_rank: int = 0
     master_addr: str = "127.0.0.1"
-    master_port: int = 29500
+    master_port: int = DEFAULT_MASTER_PORT
     rdzv_backend: str = "static"
     rdzv_endpoint: str | None = None
     rdzv_id: str = "none"
