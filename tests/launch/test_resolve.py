@@ -40,7 +40,6 @@ BAD = [
      "elastic"),
     ("bad env name", dict(env={"1X": "y"}), "not a valid environment variable"),
     ("negative timeout", dict(timeout=-1.0), "positive"),
-    ("gpu on a CPU machine", dict(nproc_per_node="gpu"), "no CUDA GPU"),
     ("empty host label", dict(nnodes="2", master_addr="node..lan"), "not a valid host name"),
     ("endpoint host too long", dict(nnodes="2", rdzv_endpoint="h" * 300 + ":29400"),
      "not a valid host name"),
@@ -99,6 +98,20 @@ def test_single_node_defaults(script: str) -> None:
                                                                                  "torchrun")
     assert spec.master_addr == "127.0.0.1" and 1 <= spec.master_port <= 65535
     assert not spec.keep_logs
+
+
+def test_gpu_is_one_process_per_gpu_and_refused_without_one(script: str) -> None:
+    """`gpu` needs a GPU: refused on a CPU-only machine, one process per GPU elsewhere."""
+    import torch
+
+    gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    if gpus:
+        spec = resolve(LaunchRequest(script=script, nproc_per_node="gpu"), environ={})
+        assert spec.nproc_per_node == gpus
+        return
+    with pytest.raises(LaunchError) as err:
+        resolve(LaunchRequest(script=script, nproc_per_node="gpu"), environ={})
+    assert "no CUDA GPU" in err.value.message and err.value.exit_code == 2
 
 
 def test_auto_is_one_process_on_a_cpu_only_machine(script: str) -> None:

@@ -1,0 +1,145 @@
+"""The first step of `resolve`: a LaunchRequest checked against the launch rules.
+
+Pure: no sockets, no torch, nothing about this machine but whether the script exists.
+Every value is checked by distrun.launch_rules (the rules `config validate` uses) and the
+first broken rule is raised as a LaunchError (exit code 2, nothing started); the result
+is the request's values, parsed, with the defaults filled in.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TypeVar
+
+from distrun import launch_rules as rules
+from distrun.errors import LaunchError
+from distrun.launch.spec import LaunchRequest
+from distrun.launch_rules import FLAGS, Verdict
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Checked:
+    """A request that breaks no rule; `nproc_per_node` may still be a word (auto/gpu/cpu)
+    and `master_port` None (chosen on this machine by the next step)."""
+
+    script: str
+    plan: rules.Plan
+    script_args: tuple[str, ...] = ()
+    module: bool = False
+    nproc_per_node: int | str = 1
+    master_addr: str | None = None
+    master_port: int | None = None
+    endpoint: str | None = None  # HOST:PORT, the default port filled in
+    rdzv_id: str = "none"
+    max_restarts: int = 0
+    mixed_precision: str = "no"
+    env: Mapping[str, str] = field(default_factory=dict)
+    log_dir: str | None = None
+    timeout: float | None = None
+
+    @property
+    def multi_node(self) -> bool:
+        return self.plan.nnodes[1] > 1
+
+
+def validate(req: LaunchRequest) -> Checked:
+    """`req` checked against every rule, or the first broken one as a LaunchError."""
+    launcher = req.launcher or str(rules.DEFAULTS["launcher"])
+    if launcher not in rules.LAUNCHERS:
+        raise LaunchError(f"unknown launcher {launcher!r}",
+                          f"use one of: {', '.join(rules.LAUNCHERS)}")
+    script = _script(req)
+    nproc = rules.nproc(rules.from_text(
+        req.nproc_per_node or str(rules.DEFAULTS["nproc_per_node"])))
+    if isinstance(nproc, Verdict):
+        raise _error(nproc, prefix=True)
+    nnodes = _value(rules.node_range(rules.from_text(
+        req.nnodes or str(rules.DEFAULTS["nnodes"]))))
+    plan = _plan(req, launcher, nnodes)
+    _first(rules.needs_master_addr(plan, req.master_addr, FLAGS))
+    if req.master_addr:
+        _first(rules.host("master_addr", req.master_addr), prefix=True)
+    if req.master_port is not None:
+        _first(rules.port("master_port", req.master_port), prefix=True)
+    _check_numbers(req)
+    mixed = req.mixed_precision or str(rules.DEFAULTS["mixed_precision"])
+    _first(rules.choice("mixed_precision", mixed, rules.MIXED_PRECISION), prefix=True)
+    for name in req.env:
+        _first(rules.env_name(name), prefix=True)
+    return Checked(
+        script=script, plan=plan, script_args=tuple(req.script_args), module=req.module,
+        log_dir=req.log_dir, timeout=req.timeout, nproc_per_node=nproc,
+        master_addr=req.master_addr or None, master_port=req.master_port,
+        endpoint=plan.endpoint,
+        rdzv_id=req.rdzv_id or str(rules.DEFAULTS["rdzv.id"]),
+        max_restarts=req.max_restarts or 0, mixed_precision=mixed, env=dict(req.env))
+
+
+def _plan(req: LaunchRequest, launcher: str, nnodes: tuple[int, int]) -> rules.Plan:
+    """The rendezvous settings, each checked, then the rules across them."""
+    if req.rdzv_backend is not None:
+        _first(rules.choice("rdzv.backend", req.rdzv_backend, rules.RDZV_BACKENDS),
+               prefix=True)
+    endpoint = None
+    if req.rdzv_endpoint:
+        endpoint = _value(rules.endpoint(req.rdzv_endpoint, FLAGS))
+    for key, value in req.rdzv_conf.items():
+        _first(rules.rdzv_setting(key, value, FLAGS), prefix=True)
+    plan = rules.Plan(launcher=launcher, nnodes=nnodes, node_rank=req.node_rank or 0,
+                      backend=req.rdzv_backend or None, endpoint=endpoint,
+                      conf=dict(req.rdzv_conf))
+    for verdict in rules.across(plan, FLAGS):
+        _first(verdict)
+    return plan
+
+
+def _check_numbers(req: LaunchRequest) -> None:
+    if req.max_restarts is not None and req.max_restarts < 0:
+        raise LaunchError("--max-restarts must be 0 or more")
+    if req.timeout is not None and not req.timeout >= rules.TIMEOUT_MIN:
+        raise LaunchError("--timeout must be a positive number of seconds",
+                          f"at least {rules.TIMEOUT_MIN:g}")
+
+
+def _script(req: LaunchRequest) -> str:
+    if not req.script:
+        raise LaunchError("no script given", "distrun launch [OPTIONS] SCRIPT [ARGS...]")
+    if req.module:
+        return req.script
+    path = Path(req.script)
+    try:
+        is_file, is_dir = path.is_file(), path.is_dir()
+    except OSError as err:  # a name longer than the file system allows
+        raise LaunchError(f"{req.script[:80]!r}: {err.strerror}") from None
+    if not is_file:
+        what = "is a directory" if is_dir else "no such file"
+        raise LaunchError(f"{req.script}: {what}", "give the path of the Python script to run "
+                          "(or -m MODULE for a module)")
+    return req.script
+
+
+def _value(checked: T | Verdict) -> T:
+    """A value a rule parsed, or its verdict raised (naming the flag)."""
+    if isinstance(checked, Verdict):
+        raise _error(checked, prefix=True)
+    return checked
+
+
+def _first(verdict: Verdict | None, prefix: bool = False) -> None:
+    """Raise `verdict`, if any, as a LaunchError."""
+    if verdict is not None:
+        raise _error(verdict, prefix)
+
+
+def _error(verdict: Verdict, prefix: bool) -> LaunchError:
+    """`prefix`: the message is about a value, so it starts with the flag that gave it."""
+    setting = verdict.setting
+    for group in ("env", "rdzv.conf"):
+        if setting.startswith(f"{group}."):
+            setting = group
+    message = f"{FLAGS(setting)}: {verdict.message}" if prefix else verdict.message
+    return LaunchError(message, verdict.hint)
