@@ -1,8 +1,9 @@
 """`distrun launch` when something goes wrong under a real job (torchrun, 2 CPU ranks, gloo
 on 127.0.0.1): a rank killed from outside, a rank hanging in a collective, a rank that
 returns early, the master port taken after distrun checked it, distrun itself killed, and
-a full disk under the logs. Each time: the job ends within bounds, the exit code and the
-report say what happened, and no process of the test is left behind."""
+a full disk under the logs. Each time: the job ends (the test waits for that with a limit
+generous enough for a loaded machine, never for a fixed time), the exit code and the report
+say what happened, and no process of the test is left behind."""
 
 from __future__ import annotations
 
@@ -14,7 +15,6 @@ import signal
 import socket
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,6 +23,7 @@ import pytest
 
 from distrun.launch.resolve import free_port
 from tests.conftest import leftovers, marked_processes
+from tests.jobs import Job
 
 pytestmark = pytest.mark.e2e
 
@@ -62,6 +63,17 @@ time.sleep(3600)
 
 HELLO = "print('hello', flush=True)\n"
 
+# Busy for 8 s of CPU time before its first line (as a slow import of torch is on a
+# loaded machine), then silent: only the silence after "up" is a hang.
+SLOW_START = """\
+import time
+started = time.process_time()
+while time.process_time() - started < 8:
+    pass
+print("up", flush=True)
+time.sleep(3600)
+"""
+
 
 @pytest.fixture(autouse=True)
 def reap(tmp_path: Path) -> Iterator[None]:
@@ -75,55 +87,6 @@ def reap(tmp_path: Path) -> Iterator[None]:
             except ProcessLookupError:
                 pass
         time.sleep(0.2)
-
-
-class Job:
-    """`distrun launch ARGS` running in the background, its output collected as it comes."""
-
-    def __init__(self, folder: Path, *args: str, env: dict[str, str] | None = None,
-                 prefix: tuple[str, ...] = ()) -> None:
-        self.started = time.monotonic()
-        self.proc = subprocess.Popen(
-            [*prefix, sys.executable, "-m", "distrun", "launch", *args],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=folder,
-            env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})})
-        self.out: list[str] = []
-        self.err: list[str] = []
-        self.readers = [threading.Thread(target=self._read, args=(stream, into), daemon=True)
-                        for stream, into in ((self.proc.stdout, self.out),
-                                             (self.proc.stderr, self.err))]
-        for reader in self.readers:
-            reader.start()
-
-    @staticmethod
-    def _read(stream: object, into: list[str]) -> None:
-        for line in iter(stream.readline, ""):  # type: ignore[attr-defined]
-            into.append(line.rstrip("\n"))
-
-    def wait_for(self, pattern: str, timeout: float = 60) -> re.Match[str]:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            for line in list(self.out):
-                match = re.search(pattern, line)
-                if match:
-                    return match
-            if self.proc.poll() is not None and not any(r.is_alive() for r in self.readers):
-                break
-            time.sleep(0.05)
-        self.proc.kill()
-        raise AssertionError(f"no line matching {pattern!r}: {self.out[-5:]} {self.err[-20:]}")
-
-    def finish(self, timeout: float) -> tuple[int, str, float]:
-        """Exit code, stderr, and the seconds it took to end from now."""
-        since = time.monotonic()
-        try:
-            code = self.proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            raise AssertionError(f"still running after {timeout} s: {self.err[-20:]}") from None
-        for reader in self.readers:
-            reader.join(timeout=5)
-        return code, "\n".join(self.err), time.monotonic() - since
 
 
 def report(stderr: str) -> str:
@@ -158,9 +121,8 @@ def test_a_rank_killed_from_outside_mid_step(tmp_path: Path) -> None:
     pid = int(job.wait_for(r"^rank 1 pid (\d+)")[1])
     job.wait_for(r"^rank 1 step 3 ")
     os.kill(pid, signal.SIGKILL)
-    code, stderr, seconds = job.finish(timeout=60)
+    code, stderr, _ = job.finish(timeout=120)  # ends: gloo's own timeout would be 30 min
     assert code == 1
-    assert seconds < 15, f"{seconds:.1f} s from the kill to the end"
     text = report(stderr)
     killed = re.search(r"^  rank 1 \(local rank 1\) on \S+: killed by SIGKILL( \[first failure\])?",
                        text, re.M)
@@ -176,9 +138,8 @@ def test_a_rank_hanging_in_a_collective_is_stopped_by_the_timeout(tmp_path: Path
     job = Job(tmp_path, "--nproc-per-node", "2", "--timeout", "4", script(tmp_path, TRAIN),
               env={"FAULT": "hang"})
     job.wait_for(r"^rank 0 step 2 ")
-    code, stderr, seconds = job.finish(timeout=60)
+    code, stderr, _ = job.finish(timeout=120)
     assert code == 124
-    assert 3 < seconds < 20, f"{seconds:.1f} s"
     text = report(stderr)
     assert "made no progress: no output from any rank for 4 s" in text
     assert "stopped (--timeout)" in text and "collective" in text
@@ -192,9 +153,8 @@ def test_a_rank_returning_early_ends_the_job_and_is_named(tmp_path: Path) -> Non
     job = Job(tmp_path, "--nproc-per-node", "2", script(tmp_path, TRAIN),
               env={"FAULT": "return"})
     job.wait_for(r"^rank 1 step 2 ")
-    code, stderr, seconds = job.finish(timeout=60)
+    code, stderr, _ = job.finish(timeout=120)
     assert code == 1
-    assert seconds < 15, f"{seconds:.1f} s"
     text = report(stderr)
     assert re.search(r"^  rank 0 \(local rank 0\) on \S+: exit code 1 \[first failure\]", text,
                      re.M), text
@@ -210,13 +170,25 @@ def test_a_rank_returning_early_while_others_wait_silently(tmp_path: Path) -> No
     that was gone."""
     job = Job(tmp_path, "--nproc-per-node", "2", "--timeout", "4",
               script(tmp_path, RETURN_THEN_WAIT))
-    code, stderr, seconds = job.finish(timeout=60)
+    code, stderr, _ = job.finish(timeout=120)
     assert code == 124
     text = report(stderr)
     assert "no output from any rank for 4 s" in text
     assert re.search(r"^  rank 1 \(local rank 1\): had already ended \(exit code 0\)", text,
                      re.M), text
     assert "rank 0 (local rank 0)" not in text  # it was alive, waiting
+    clean_stderr(stderr)
+    no_leftovers(tmp_path)
+
+
+def test_a_slow_start_is_not_a_hang(tmp_path: Path) -> None:
+    """--timeout counts silence, not start-up: a process busy on the CPU before its first
+    line (importing torch, on a loaded machine) is starting, not hung."""
+    job = Job(tmp_path, "--nproc-per-node", "1", "--timeout", "3", script(tmp_path, SLOW_START))
+    job.wait_for(r"^up$")  # the start took longer than --timeout: not stopped for it
+    code, stderr, _ = job.finish(timeout=120)
+    assert code == 124  # the silence after the first line is
+    assert "no output from any rank for 3 s" in report(stderr)
     clean_stderr(stderr)
     no_leftovers(tmp_path)
 
@@ -228,8 +200,8 @@ def test_a_master_port_in_use_before_the_start_is_exit_2(tmp_path: Path) -> None
         port = busy.getsockname()[1]
         job = Job(tmp_path, "--nproc-per-node", "2", "--master-port", str(port),
                   script(tmp_path, HELLO))
-        code, stderr, seconds = job.finish(timeout=60)
-    assert code == 2 and seconds < 10
+        code, stderr, _ = job.finish(timeout=120)
+    assert code == 2
     assert f"master port {port} is already in use" in stderr
     clean_stderr(stderr)
     no_leftovers(tmp_path)
@@ -249,11 +221,10 @@ def test_a_master_port_taken_between_the_check_and_torchrun(tmp_path: Path) -> N
             time.sleep(0.005)
         thief.bind(("0.0.0.0", port))
         thief.listen()
-        code, stderr, seconds = job.finish(timeout=60)
+        code, stderr, _ = job.finish(timeout=120)
     finally:
         thief.close()
     assert code == 2
-    assert seconds < 20, f"{seconds:.1f} s"
     text = report(stderr)
     assert text.startswith(f"distrun: error: master port {port} was taken by another process"), (
         text)

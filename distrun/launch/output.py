@@ -1,0 +1,82 @@
+"""The launcher's output, read line by line: worker lines shown (without the launcher's
+`[default0]:` tags), the launcher's own lines kept for the report (its traceback and
+failure table are replaced by distrun's report), and each line that is progress of the
+job reported to the hang detector.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+import threading
+from collections.abc import Callable
+from typing import IO
+
+_TAG = re.compile(r"^\[[A-Za-z_]*(\d+)\]:")
+_AGENT_TRACE = re.compile(r"^Traceback \(most recent call last\):|ChildFailedError|^=+$")
+# The launcher's own log lines (c10d's glog "[W1121 ...]" and torch elastic's "W1121 ..."):
+# not progress of the job, so they do not reset the hang detector (a node retrying a wrong
+# address prints them for ever).
+_AGENT_LOG = re.compile(r"^\[?[IWEF]\d{4} \d\d:\d\d:\d\d")
+# C++ stack frames c10d appends to each retry warning: noise, never shown.
+_AGENT_FRAMES = re.compile(r"^frame #\d+: |^<omitting python frames>$|^Exception raised from ")
+
+
+class Watcher:
+    """Reads one of the launcher's streams: shows worker lines, keeps the launcher's own;
+    `progress(local_rank)` is called for each line of the job's (local_rank None where no
+    tag tells)."""
+
+    def __init__(self, show: Callable[[str, bool], None],
+                 progress: Callable[[int | None], None]) -> None:
+        self.show = show
+        self.progress = progress
+        self.agent_lines: list[str] = []
+        self.in_agent_trace = False
+        self.quiet = False  # set once distrun stops the job: its own report says why
+        self.lock = threading.Lock()
+
+    def pump(self, stream: IO[bytes] | None, to_stderr: bool) -> None:
+        assert stream is not None
+        for raw in iter(stream.readline, b""):
+            line = raw.decode("utf-8", errors="replace").rstrip("\n")
+            with self.lock:
+                tag = _TAG.match(line)
+                if tag or not (_AGENT_LOG.match(line) or _AGENT_FRAMES.match(line)
+                               or not line.strip()):
+                    self.progress(int(tag[1]) if tag else None)
+                if tag:
+                    if not self.quiet:
+                        self.show(line[tag.end():], to_stderr)
+                    continue
+                if _AGENT_FRAMES.match(line):
+                    continue
+                self.agent_lines.append(line)
+                if _AGENT_TRACE.search(line):
+                    self.in_agent_trace = True
+                if not (self.in_agent_trace or self.quiet or not line.strip()):
+                    self.show(line, to_stderr)
+
+
+closed: set[int] = set()  # 1/2: standard output/error whose reader went away
+
+
+def print_line(line: str, to_stderr: bool) -> None:
+    """Show a line. When the reader of a stream goes away (`distrun launch ... | head`),
+    the job goes on (hours of training are not lost with a terminal) and that stream's
+    lines are dropped; they are still in the log folder, which is then kept."""
+    stream = sys.stderr if to_stderr else sys.stdout
+    fd = 2 if to_stderr else 1
+    if fd in closed:
+        return
+    try:
+        stream.write(line + "\n")
+        stream.flush()
+    except (BrokenPipeError, ValueError):
+        closed.add(fd)
+        # nothing more reaches the closed pipe, not even at exit
+        os.dup2(os.open(os.devnull, os.O_WRONLY), fd)
+        if fd == 1:
+            print_line("distrun: standard output was closed; the job goes on, its output is "
+                   "in the log folder", True)

@@ -1,0 +1,81 @@
+"""When a job last made progress, for the hang detector (`--timeout`).
+
+Progress is an event: a line of a worker's output, a worker starting, a worker ending.
+The launcher's own log lines are not (a node retrying a wrong address prints them for
+ever). Nor is silence while the job is still starting: the launcher and each worker
+import torch and set up before they can print anything, which on a loaded machine can
+take longer than a short --timeout. So CPU time spent by a process that is starting up
+(the launcher before any worker exists, a worker before its first line) counts as
+progress, up to STARTUP_CPU_SECONDS each; a process waiting (in a rendezvous, in a
+collective, in a sleep) uses next to none, and its silence counts.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from distrun.launch import procs
+
+SAMPLE_SECONDS = 0.5  # how often the processes are looked at
+BUSY_SHARE = 0.05  # CPU per second of wall time above which a starting process is busy
+STARTUP_CPU_SECONDS = 60.0  # CPU a process may spend starting up before silence counts
+
+
+class Progress:
+    """The time of the last progress of the job whose processes are below `root`."""
+
+    def __init__(self, root: int) -> None:
+        self.root = root
+        self.last = time.monotonic()
+        self.lock = threading.Lock()
+        self.printed: set[int] = set()  # local ranks that have written a line
+        self.ranks: set[int] = set()  # local ranks with a live worker at the last sample
+        self.seen_worker = False
+        self.cpu: dict[int, float] = {}  # starting process -> CPU seconds at the last sample
+        self.sampled = 0.0
+
+    def output(self, local_rank: int | None) -> None:
+        """A line of the job's output (of worker `local_rank`, where the tag tells)."""
+        with self.lock:
+            self.last = time.monotonic()
+            if local_rank is not None:
+                self.printed.add(local_rank)
+
+    def idle(self) -> float:
+        """Seconds since the last progress (the processes are looked at first, at most
+        every SAMPLE_SECONDS)."""
+        now = time.monotonic()
+        if now - self.sampled >= SAMPLE_SECONDS:
+            self._sample(now)
+        with self.lock:
+            return time.monotonic() - self.last
+
+    def _sample(self, now: float) -> None:
+        workers = {pid: rank for pid in procs.descendants(self.root)
+                   if (rank := procs.local_rank(pid)) is not None}
+        ranks = set(workers.values())
+        with self.lock:
+            changed = ranks != self.ranks
+            self.ranks = ranks
+            self.seen_worker = self.seen_worker or bool(ranks)
+            starting = [pid for pid, rank in workers.items() if rank not in self.printed]
+            if not self.seen_worker:
+                starting = [self.root, *procs.descendants(self.root)]
+        busy = self._busy(starting, now - self.sampled)
+        self.sampled = now
+        if changed or busy:
+            with self.lock:
+                self.last = max(self.last, now)
+
+    def _busy(self, starting: list[int], elapsed: float) -> bool:
+        """Whether the starting processes used the CPU since the last sample."""
+        spent = 0.0
+        cpu = {}
+        for pid in starting:
+            cpu[pid] = procs.cpu_seconds(pid)
+            before = self.cpu.get(pid)
+            if before is not None and before < STARTUP_CPU_SECONDS:
+                spent += cpu[pid] - before
+        self.cpu = cpu
+        return elapsed > 0 and spent >= BUSY_SHARE * elapsed
