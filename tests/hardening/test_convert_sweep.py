@@ -13,6 +13,7 @@ from __future__ import annotations
 import sys
 import threading
 from collections import Counter
+from functools import cache
 from pathlib import Path
 
 import pytest
@@ -32,35 +33,49 @@ from tests.hardening.sweep import (
     site_packages,
 )
 
-ALL_FILES = python_files([site_packages()])
-PLAIN = every_nth(ALL_FILES, 180)
-GRAFTED = every_nth(ALL_FILES, 45, offset=7)
+
+@cache
+def all_files() -> list[Path]:
+    """Every .py file of site-packages: walked once, when a test first needs it (never at
+    collection, which every pytest run pays for)."""
+    return python_files([site_packages()])
 
 
-def _id(path: Path) -> str:
-    return str(path.relative_to(site_packages()))
+def plain() -> list[Path]:
+    return every_nth(all_files(), 180)
+
+
+def grafted() -> list[Path]:
+    return every_nth(all_files(), 45, offset=7)
 
 
 def _assert_holds(outcome: Outcome) -> None:
     assert outcome.problem is None, f"{outcome.path}: {outcome.problem}"
 
 
-@pytest.mark.parametrize("path", PLAIN, ids=_id)
-def test_real_file(path: Path) -> None:
-    _assert_holds(check_file(path))
+def _assert_all_hold(outcomes: list[Outcome]) -> None:
+    """Every file is checked; the test fails listing each file where a rule broke."""
+    broken = [f"{o.path.relative_to(site_packages())}: {o.problem}" for o in outcomes
+              if o.problem is not None]
+    assert not broken, f"{len(broken)} of {len(outcomes)} files:\n" + "\n".join(broken)
 
 
-@pytest.mark.parametrize("path", GRAFTED, ids=_id)
-def test_real_file_with_a_training_loop(path: Path) -> None:
-    options = OPTION_SETS[GRAFTED.index(path) % len(OPTION_SETS)]
-    outcome = check_file(path, options, graft=True)
-    assert outcome.status != SKIPPED
-    _assert_holds(outcome)
+def test_real_files() -> None:
+    _assert_all_hold([check_file(path) for path in plain()])
+
+
+def test_real_files_with_a_training_loop() -> None:
+    outcomes = [check_file(path, OPTION_SETS[index % len(OPTION_SETS)], graft=True)
+                for index, path in enumerate(grafted())]
+    skipped = [str(o.path) for o in outcomes if o.status == SKIPPED]
+    assert not skipped, skipped
+    _assert_all_hold(outcomes)
 
 
 def test_the_sample_is_real_and_varied() -> None:
     """Thousands of files to draw from; the sample spans the big packages."""
-    assert len(ALL_FILES) > 2000
+    PLAIN, GRAFTED = plain(), grafted()
+    assert len(all_files()) > 2000
     packages = Counter(p.relative_to(site_packages()).parts[0] for p in [*PLAIN, *GRAFTED])
     assert {"torch", "libcst", "accelerate", "numpy", "sympy"} <= set(packages), packages
     assert 150 <= len(PLAIN) + len(GRAFTED) <= 300
