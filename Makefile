@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.distrun-installed
 
-.PHONY: test demo lint typecheck bench clean
+.PHONY: test test-loaded demo lint typecheck bench clean
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -14,6 +14,11 @@ $(STAMP): pyproject.toml constraints.txt
 
 test: $(STAMP)
 	$(PY) -m pytest -q
+
+# The same suite with every core kept busy by a loop (ended with the run, even on Ctrl-C):
+# no test may depend on an idle machine.
+test-loaded: $(STAMP)
+	$(PY) tests/under_load.py -- $(PY) -m pytest -q
 
 demo: $(STAMP)
 	rm -f examples/mnist_like_ddp.py
