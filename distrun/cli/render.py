@@ -65,51 +65,63 @@ def launch_report(result: RunResult, spec: LaunchSpec) -> str:
         if result.log_dir and not spec.keep_logs:  # a temporary folder left: output was lost
             notes.append(f"distrun: the output of every rank is in {result.log_dir}")
         return "\n".join(notes)
-    lines: list[str] = []
     if result.reason == "port-taken":
-        what = "master port" if result.detail == str(spec.master_port) else "port"
-        lines.append(f"distrun: error: {what} {result.detail} was taken by another process "
-                     "after distrun checked it was free, before torchrun could listen on it; "
-                     "no worker started")
-        lines.append("  hint: run again (a port left to distrun is chosen anew), or pass "
-                     "another --master-port")
-        return "\n".join(lines)
+        return "\n".join(_port_taken_lines(result, spec))
     if result.reason == "interrupted":
-        lines.append(f"distrun: job stopped by {result.detail} after {result.seconds:.1f} s; "
-                     "every process was ended")
-    elif result.reason == "hung" and spec.max_nodes > 1 and not _started(result):
-        meet = spec.rdzv_endpoint or f"{spec.master_addr}:{spec.master_port}"
-        lines.append(f"distrun: error: this node did not meet the other nodes within "
-                     f"{spec.timeout:g} s: no worker started; the rendezvous at {meet} never "
-                     "completed; the job was stopped (--timeout)")
-        lines.append(f"  hint: check that {meet.rpartition(':')[0]} is node 0's address and "
-                     "that its port is reachable from here (`distrun doctor --master-addr "
-                     f"{meet.rpartition(':')[0]} --master-port {meet.rpartition(':')[2]}` on "
-                     "this node), and that every node was started with the same --nnodes")
+        lines = [f"distrun: job stopped by {result.detail} after {result.seconds:.1f} s; "
+                 "every process was ended"]
     elif result.reason == "hung":
-        lines.append(f"distrun: error: the job made no progress: {result.detail}; it was "
-                     "stopped (--timeout)")
-        lines += _ended_early_lines(result, "had already ended (exit code 0) while the others "
-                                    "waited for it") or [
-            "  hint: a rank may be waiting in a collective another rank never joins; "
-            "NCCL_DEBUG=INFO or TORCH_DISTRIBUTED_DEBUG=DETAIL tell more"]
+        lines = _hung_lines(result, spec)
     else:
-        lines.append(f"distrun: error: the job failed after {result.seconds:.1f} s")
-        for failure in result.failures:
-            cause = "first failure" if failure.root_cause else "also stopped"
-            lines.append(f"  rank {failure.rank} (local rank {failure.local_rank}) on "
-                         f"{failure.host}: {failure.how} [{cause}]")
-            if failure.error:
-                lines += [f"    | {line}" for line in failure.error.splitlines()]
-                lines += _lost_peer_lines(failure.error, spec)
-        lines += _ended_early_lines(result, "exit code 0 while the others still ran "
-                                    "[ended early]")
-        if result.detail:
-            lines.append(result.detail)
+        lines = _failed_lines(result, spec)
     lines += _log_space_lines(result)
     if result.log_dir:
         lines.append(f"  logs of every rank: {result.log_dir}")
     return "\n".join(lines)
+
+
+def _port_taken_lines(result: RunResult, spec: LaunchSpec) -> list[str]:
+    what = "master port" if result.detail == str(spec.master_port) else "port"
+    return [f"distrun: error: {what} {result.detail} was taken by another process after "
+            "distrun checked it was free, before torchrun could listen on it; no worker "
+            "started",
+            "  hint: run again (a port left to distrun is chosen anew), or pass another "
+            "--master-port"]
+
+
+def _hung_lines(result: RunResult, spec: LaunchSpec) -> list[str]:
+    if spec.max_nodes > 1 and not _started(result):
+        meet = spec.rdzv_endpoint or f"{spec.master_addr}:{spec.master_port}"
+        host, _, port = meet.rpartition(":")
+        return [f"distrun: error: this node did not meet the other nodes within "
+                f"{spec.timeout:g} s: no worker started; the rendezvous at {meet} never "
+                "completed; the job was stopped (--timeout)",
+                f"  hint: check that {host} is node 0's address and that its port is "
+                f"reachable from here (`distrun doctor --master-addr {host} --master-port "
+                f"{port}` on this node), and that every node was started with the same "
+                "--nnodes"]
+    lines = [f"distrun: error: the job made no progress: {result.detail}; it was stopped "
+             "(--timeout)"]
+    return lines + (_ended_early_lines(result, "had already ended (exit code 0) while the "
+                                       "others waited for it") or [
+        "  hint: a rank may be waiting in a collective another rank never joins; "
+        "NCCL_DEBUG=INFO or TORCH_DISTRIBUTED_DEBUG=DETAIL tell more"])
+
+
+def _failed_lines(result: RunResult, spec: LaunchSpec) -> list[str]:
+    lines = [f"distrun: error: the job failed after {result.seconds:.1f} s"]
+    for failure in result.failures:
+        cause = "first failure" if failure.root_cause else "also stopped"
+        lines.append(f"  rank {failure.rank} (local rank {failure.local_rank}) on "
+                     f"{failure.host}: {failure.how} [{cause}]")
+        if failure.error:
+            lines += [f"    | {line}" for line in failure.error.splitlines()]
+            lines += _lost_peer_lines(failure.error, spec)
+    lines += _ended_early_lines(result, "exit code 0 while the others still ran "
+                                "[ended early]")
+    if result.detail:
+        lines.append(result.detail)
+    return lines
 
 
 def _ended_early_lines(result: RunResult, how: str) -> list[str]:

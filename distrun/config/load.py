@@ -22,12 +22,10 @@ from distrun.config.nodes import (
     MAX_NODES,
     MAX_PROBLEMS,
     MERGE,
-    Loader,
-    Refused,
+    compose,
     key_id,
     line_of,
     scalar,
-    yaml_problem,
 )
 from distrun.config.schema import KEYS, Key, defaults
 from distrun.config.values import INVALID, Bad, bad_text, check_entry, check_scalar
@@ -92,40 +90,15 @@ def load(path: str) -> Config:
 
 def parse(text: str, path: str = DEFAULT_FILE) -> Config:
     config = Config(path)
-    loader: Loader | None = None
-    try:
-        loader = Loader(text)  # it checks every character is printable
-        root = loader.get_single_node()
-    except Refused as err:
-        config.problems.append(Problem(err.line, "", err.message))
+    root, refused = compose(text)
+    config.problems.extend(Problem(line, "", message) for line, message in refused)
+    if refused or root is None:
         return config
-    except yaml.MarkedYAMLError as err:
-        mark = err.problem_mark or err.context_mark
-        line = mark.line + 1 if mark is not None else 1
-        config.problems.append(Problem(line, "", f"YAML syntax error: {yaml_problem(err)}"))
-        return config
-    except yaml.reader.ReaderError as err:
-        line = text.count("\n", 0, err.position) + 1
-        config.problems.append(Problem(line, "", f"YAML error: character {err.character!r} "
-                                       "is not allowed in YAML"))
-        return config
-    except yaml.YAMLError as err:
-        config.problems.append(Problem(1, "", f"YAML error: {clip(str(err), 200)}"))
-        return config
-    finally:
-        if loader is not None:
-            loader.dispose()
-    if loader.refused:
-        config.problems.extend(Problem(line, "", message) for line, message in loader.refused)
-        return config
-    if root is None:
-        return config
-    checker = _Checker(config)
     if not isinstance(root, yaml.MappingNode):
         config.problems.append(Problem(line_of(root), "", "the file must be a mapping of keys "
                                        "(launcher: ..., nnodes: ...)"))
         return config
-    config.values = checker.section(root, KEYS, "")
+    config.values = _Checker(config).section(root, KEYS, "")
     _cross_checks(config)
     config.problems.sort(key=lambda p: (p.line, p.key))
     if len(config.problems) > MAX_PROBLEMS:

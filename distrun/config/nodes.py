@@ -67,6 +67,30 @@ class Loader(yaml.SafeLoader):
         return node
 
 
+def compose(text: str) -> tuple[yaml.Node | None, list[tuple[int, str]]]:
+    """The root node of `text` (None: an empty document), or the reasons, with their
+    lines, why it is not a config."""
+    loader: Loader | None = None
+    try:
+        loader = Loader(text)  # it checks every character is printable
+        root = loader.get_single_node()
+    except Refused as err:
+        return None, [(err.line, err.message)]
+    except yaml.MarkedYAMLError as err:
+        mark = err.problem_mark or err.context_mark
+        return None, [(mark.line + 1 if mark is not None else 1,
+                       f"YAML syntax error: {yaml_problem(err)}")]
+    except yaml.reader.ReaderError as err:
+        return None, [(text.count("\n", 0, err.position) + 1,
+                       f"YAML error: character {err.character!r} is not allowed in YAML")]
+    except yaml.YAMLError as err:
+        return None, [(1, f"YAML error: {clip(str(err), 200)}")]
+    finally:
+        if loader is not None:
+            loader.dispose()
+    return root, loader.refused
+
+
 def show_text(value: str) -> str:
     return clip(repr(value))
 
