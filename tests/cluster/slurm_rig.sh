@@ -4,8 +4,10 @@
 # slurmd; slurmctld and munged run in the root namespace. Needs root.
 #
 #   slurm_rig.sh install      apt-get install slurm-wlm and munge (if missing)
-#   slurm_rig.sh up DIR       write the config under DIR, make the network, start daemons,
-#                             wait until both nodes are idle
+#   slurm_rig.sh up DIR PID   write the config under DIR, make the network, start daemons,
+#                             wait until both nodes are idle; PID is the test run that owns
+#                             the rig (a rig left up by a run that died first is taken down;
+#                             one whose run is alive is not touched: exit 3, busy)
 #   slurm_rig.sh down DIR     stop the daemons and remove the network (idempotent)
 #
 # Node names (drn1, drn2) resolve only inside the nodes: each slurmd runs in a private
@@ -17,6 +19,7 @@ BRIDGE=drbr0
 NODES=(drn1 drn2)
 CTL_PORT=16817
 NODE_PORT=16818
+OWNER_FILE=/tmp/distrun-slurm-rig.owner  # "DIR PID" of the rig that is up
 
 install() {
     if command -v slurmctld >/dev/null && command -v slurmd >/dev/null \
@@ -48,6 +51,23 @@ down() {
         ip link del "${ns}h" 2>/dev/null || true
     done
     ip link del "$BRIDGE" 2>/dev/null || true
+    if [ -f "$OWNER_FILE" ] && [ "$(cut -d' ' -f1 "$OWNER_FILE")" = "$dir" ]; then
+        rm -f "$OWNER_FILE"
+    fi
+}
+
+claim() {
+    # One rig at a time on a machine (fixed names, addresses and ports). A rig whose test
+    # run was killed before its `down` (pytest runs no teardown on SIGTERM) is taken down.
+    local dir=$1 owner=$2 old_dir="" old_pid=""
+    if [ -f "$OWNER_FILE" ]; then
+        read -r old_dir old_pid <"$OWNER_FILE" || true
+        if [ -n "$old_pid" ] && [ "$old_pid" != "$owner" ] && kill -0 "$old_pid" 2>/dev/null; then
+            echo "slurm_rig: busy: test run $old_pid has the rig up in $old_dir" >&2
+            return 3
+        fi
+        if [ -n "$old_dir" ]; then down "$old_dir"; fi
+    fi
 }
 
 network() {
@@ -119,7 +139,9 @@ EOF
 
 up() {
     local dir=$1
+    claim "$dir" "$2" || return
     down "$dir"
+    echo "$dir $2" >"$OWNER_FILE"
     config "$dir"
     network
     munged --force --socket="$dir/munge/munge.socket" --key-file="$dir/munge/munge.key" \
@@ -147,7 +169,7 @@ up() {
 
 case "${1:-}" in
     install) install ;;
-    up) up "$2" ;;
+    up) up "$2" "$3" ;;
     down) down "$2" ;;
-    *) echo "usage: $0 install | up DIR | down DIR" >&2; exit 2 ;;
+    *) echo "usage: $0 install | up DIR PID | down DIR" >&2; exit 2 ;;
 esac
