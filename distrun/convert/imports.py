@@ -7,12 +7,11 @@ imports exactly so.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 import libcst as cst
 
-from distrun.convert.analysis import Facts
 from distrun.convert.build import statements
 from distrun.convert.names import Names
 
@@ -47,15 +46,17 @@ def bound_name(key: str, names: Names) -> str:
     return name
 
 
-def import_lines(facts: Facts, names: Names, needed: Iterable[str]) -> list[cst.BaseStatement]:
-    """The import statements for `needed`, in the table's order, minus those present."""
+def import_lines(present: Mapping[str, str], names: Names, needed: Iterable[str]
+                 ) -> list[cst.BaseStatement]:
+    """The import statements for `needed`, in the table's order, minus those `present`
+    (local name -> qualified name) already makes."""
     wanted = set(needed)
     lines = []
     for key, entry in IMPORTS.items():
         if key not in wanted:
             continue
         name = bound_name(key, names)
-        if facts.imports.get(name) == entry.qualified:
+        if present.get(name) == entry.qualified:
             continue
         line = entry.template.format(name=name)
         if line.endswith(f" as {entry.qualified.rsplit('.', 1)[-1]}"):

@@ -214,8 +214,8 @@ def _is_iterable_dataset(facts: Facts, expr: cst.BaseExpression) -> bool:
                     return True
         return False
     if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Name):
-        cls = facts.classes.get(expr.func.value)
-        return cls is not None and any(
+        cls = facts.local_definition(expr)
+        return isinstance(cls, cst.ClassDef) and any(
             facts.qualname(b.value) in ITERABLE_DATASET for b in cls.bases)
     return False
 

@@ -37,7 +37,7 @@ def plan_hazards(ctx: Context) -> None:
             plan.finding(call, "full-batch", "LBFGS usually trains on the full batch: sharding "
                          "the data changes its steps", "check that each step's loss is a mean "
                          "over the whole global batch")
-    for cls in facts.classes.values():
+    for cls in facts.classes():
         for base in cls.bases:
             if facts.qualname(base.value) in ITERABLE_DATASET:
                 plan.finding(cls, "iterable-dataset", f"`{cls.name.value}` is an "

@@ -60,10 +60,11 @@ else:  # started without a launcher: a world of one process
 def plan_setup(ctx: Context) -> None:
     facts, plan, names = ctx.facts, ctx.plan, ctx.names
     ctx.need("gc", "torch", "dist", "accelerator" if ctx.accelerate else "os")
-    guard = facts.main_guard
+    entry = facts.entry
+    guard = entry.main_guard
     in_guard = guard is not None and all(
         t is guard or isinstance(t, (cst.FunctionDef, cst.ClassDef)) or _is_import(t)
-        for t in plan.touched_top_level
+        for t in plan.touched_top_level if facts.module_of(t) is entry
     )
     setup = statements(setup_code(ctx) + "".join(ctx.setup_lines))
     comment = cst.EmptyLine(comment=cst.Comment(
@@ -79,12 +80,12 @@ def plan_setup(ctx: Context) -> None:
         teardown = (f"{names.gc}.collect()  # free DDP's finished communication first\n"
                     f"if {names.dist}.is_initialized():\n"
                     f"    {names.dist}.destroy_process_group()\n")
-    imports = import_lines(facts, names, ctx.imports)
-    last_import = facts.import_statements[-1] if facts.import_statements else None
+    imports = import_lines(entry.imports, names, ctx.imports)
+    last_import = entry.import_statements[-1] if entry.import_statements else None
     if last_import is not None:
         plan.insert_after(last_import, imports)
     elif imports:
-        plan.insert_before(_first_code_statement(facts), imports)
+        plan.insert_before(first_code_statement(entry.module), imports)
     if in_guard and guard is not None and isinstance(guard.body, cst.IndentedBlock):
         body = list(guard.body.body)
         setup[0] = setup[0].with_changes(leading_lines=[comment])
@@ -92,15 +93,15 @@ def plan_setup(ctx: Context) -> None:
         _append_teardown(facts, plan, body, teardown)
         where = "at the top of the main guard"
     else:
-        body = list(facts.module.body)
+        body = list(entry.module.body)
         setup[0] = setup[0].with_changes(leading_lines=[cst.EmptyLine(indent=False), comment])
         if last_import is not None:
             plan.insert_after(last_import, setup)
         else:
-            plan.insert_before(_first_code_statement(facts), setup)
+            plan.insert_before(first_code_statement(entry.module), setup)
         _append_teardown(facts, plan, body, teardown)
         where = "after the imports"
-    anchor = guard if in_guard and guard is not None else (last_import or facts.module.body[0])
+    anchor = guard if in_guard and guard is not None else (last_import or entry.module.body[0])
     plan.change(anchor, "setup", f"`Accelerator()` created {where}: it sets up the processes "
                 "and the device" if ctx.accelerate else f"process group set up {where}: nccl "
                 "with the local rank's GPU when CUDA is available, gloo on CPU otherwise")
@@ -116,8 +117,9 @@ def _is_import(node: cst.CSTNode) -> bool:
     )
 
 
-def _first_code_statement(facts: Facts) -> cst.BaseStatement:
-    body = facts.module.body
+def first_code_statement(module: cst.Module) -> cst.BaseStatement:
+    """The module's first statement after its docstring."""
+    body = module.body
     for stmt in body:
         is_docstring = (
             isinstance(stmt, cst.SimpleStatementLine)
