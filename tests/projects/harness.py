@@ -250,7 +250,8 @@ def run_two(project: Project, tmp: Path) -> subprocess.CompletedProcess[str]:
     spec = project.spec["two"]
     env = _env(project, root, spec.get("env"))
     args = [sys.executable, "-m", "distrun", "launch", "--nproc-per-node", "2",
-            "--timeout", "240", project.entry_in_workdir, *map(str, spec["args"])]
+            "--timeout", "240", "--log-dir", str(tmp / "launch-logs"),
+            project.entry_in_workdir, *map(str, spec["args"])]
     return _run(args, root / project.workdir, env)
 
 
@@ -298,9 +299,18 @@ def _compare_worker(job: dict[str, Any]) -> int:
     sys.argv = list(job["argv"])
     failures: list[str] = []
 
-    def state_dict_of(path: str, key: str | None) -> dict[str, Any]:
-        obj = torch.load(path, map_location="cpu", weights_only=False)
+    def state_dict_of(path: str, key: str | None) -> dict[str, Any] | None:
+        try:
+            obj = torch.load(path, map_location="cpu", weights_only=False)
+        except Exception as e:  # noqa: BLE001 (the message is the result)
+            failures.append(f"{path}: torch.load in a plain process failed: "
+                            f"{type(e).__name__}: {str(e).splitlines()[0]}")
+            return None
         for part in (key.split(".") if key else []):
+            if not isinstance(obj, dict) or part not in obj:
+                keys = sorted(obj)[:8] if isinstance(obj, dict) else type(obj).__name__
+                failures.append(f"{path}: no key {part!r} (has {keys})")
+                return None
             obj = obj[part]
         if isinstance(obj, torch.nn.Module):
             obj = obj.state_dict()
@@ -319,6 +329,8 @@ def _compare_worker(job: dict[str, Any]) -> int:
             continue
         key = ckpt.get("key")
         expected, got = state_dict_of(orig_path, key), state_dict_of(conv_path, key)
+        if expected is None or got is None:
+            continue
         for drop in ckpt.get("drop_keys", []):
             expected.pop(drop, None)
             got.pop(drop, None)

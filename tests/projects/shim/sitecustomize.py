@@ -26,7 +26,8 @@ DISTRUN_SHIM_CUDA_INDEX_TO_CPU=1
 DISTRUN_SHIM_CAPTURE=PATH   at exit, on global rank 0 only, save {name: state_dict} of every
                             torch.nn.Module found among the globals of `__main__` (a DDP
                             wrapper is unwrapped by the harness, not by the script) to PATH:
-                            the checkpoint of scripts that save none.
+                            the checkpoint of scripts that save none. A process with no
+                            module in `__main__` (torchrun, distrun) writes nothing.
 """
 
 from __future__ import annotations

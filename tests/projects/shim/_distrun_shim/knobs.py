@@ -71,6 +71,7 @@ def capture_at_exit(path):
                     value = value.module
                 found[name] = {k: v.detach().cpu().clone() for k, v in
                                value.state_dict().items()}
-        torch.save(found, path)
+        if found:  # launchers (torchrun, distrun) import torch too: they have no model
+            torch.save(found, path)
 
     atexit.register(save)

@@ -20,7 +20,7 @@ def save_image(tensor, fp, nrow=8, padding=2, normalize=False, format=None, **kw
     """Writes a small text file (the tensor's shape) instead of a PNG."""
     if isinstance(tensor, (list, tuple)):
         tensor = torch.stack(list(tensor))
-    text = "fake image {}\n".format(tuple(tensor.shape)).encode()
+    text = f"fake image {tuple(tensor.shape)}\n".encode()
     if hasattr(fp, "write"):
         fp.write(text)
     else:
