@@ -64,6 +64,9 @@ class Facts:
     calls: list[cst.Call] = field(default_factory=list)
     for_loops: list[cst.For] = field(default_factory=list)
     returns: list[cst.Return] = field(default_factory=list)
+    assigns: list[cst.Assign | cst.AnnAssign] = field(default_factory=list)
+    global_statements: list[cst.Global] = field(default_factory=list)
+    function_defs: list[cst.FunctionDef] = field(default_factory=list)  # at any depth
     attributes: list[cst.Attribute] = field(default_factory=list)
     names: list[cst.Name] = field(default_factory=list)
     strings: list[cst.SimpleString] = field(default_factory=list)
@@ -362,6 +365,7 @@ class _Collector(cst.CSTVisitor):
             self.info.import_statements.append(line)
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+        self.facts.function_defs.append(node)
         self.bound.add(node.name.value)
         if self.facts.parent.get(node) is self.info.module:
             self.info.functions[node.name.value] = node
@@ -401,6 +405,14 @@ class _Collector(cst.CSTVisitor):
 
     def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
         _bind(self.bound, node.target)
+        if node.value is not None:
+            self.facts.assigns.append(node)
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        self.facts.assigns.append(node)
+
+    def visit_Global(self, node: cst.Global) -> None:
+        self.facts.global_statements.append(node)
 
     def visit_CompFor(self, node: cst.CompFor) -> None:
         _bind(self.bound, node.target)

@@ -13,6 +13,7 @@ result per file.
 from __future__ import annotations
 
 import ast
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -40,8 +41,9 @@ class FileResult:
 
 @dataclass
 class ProjectResult:
-    root: Path  # the entry's folder
+    root: Path  # the project's top folder: the entry's, or --root
     files: list[FileResult] = field(default_factory=list)  # the entry first
+    shown: Path = Path(".")  # the top folder as the user wrote it (reports name files so)
 
     @property
     def entry(self) -> FileResult:
@@ -52,47 +54,60 @@ class ProjectResult:
         return [f for f in self.files if f.result.changed]
 
 
-def find_modules(entry: Path) -> list[Path]:
-    """The entry and the local modules it imports, directly or not, entry first."""
-    root = entry.resolve().parent
-    found: dict[Path, None] = {entry.resolve(): None}
-    todo = [(entry.resolve(), "")]
+def find_modules(entry: Path, root: Path | None = None) -> list[tuple[Path, str]]:
+    """The entry and the local modules it imports, directly or not, entry first, each with
+    its dotted module name. Modules are looked up in the entry's folder, then in `root`
+    (the project's top folder, when the entry sits deeper in it)."""
+    entry = entry.resolve()
+    places = [entry.parent, *([root.resolve()] if root is not None else [])]
+    found: dict[Path, str] = {entry: entry.stem}
+    todo = [(entry, "")]
     while todo:
         path, package = todo.pop()
         for name in _imported_names(path, package):
-            for module in _files_of(root, name):
-                if module not in found:
+            for base in places:
+                modules = _files_of(base, name)
+                for module in modules:
+                    if module in found:
+                        continue
                     if len(found) >= MAX_MODULES:
                         raise InputError(f"{entry}: imports more than {MAX_MODULES} local "
                                          "modules: not a training project")
-                    found[module] = None
-                    todo.append((module, _package_of(root, module)))
-    return list(found)
+                    found[module] = _module_name(base, module)
+                    todo.append((module, _package_of(base, module)))
+                if modules:
+                    break  # found where Python looks first
+    return list(found.items())
 
 
-def convert_project(entry: str, options: ConvertOptions | None = None) -> ProjectResult:
-    """Convert ENTRY and the local modules it imports. Raises InputError / ConvertError
-    (naming the file) for a file that cannot be read or is not Python."""
+def convert_project(entry: str, options: ConvertOptions | None = None,
+                    root: str | None = None) -> ProjectResult:
+    """Convert ENTRY and the local modules it imports (looked up in its folder, then in
+    `root`). Raises InputError / ConvertError (naming the file) for a file that cannot be
+    read or is not Python."""
     from distrun.convert import parse, with_deep_stack
     from distrun.convert.analysis import ModuleInfo
     from distrun.convert.pipeline import run
 
     entry_path = Path(entry)
-    root = entry_path.resolve().parent
+    top = Path(root).resolve() if root is not None else entry_path.resolve().parent
+    if top not in entry_path.resolve().parents:
+        raise InputError(f"--root {root}: {entry} is not inside it",
+                         "give the folder that holds the script and its packages")
+    shown_top = Path(os.path.relpath(top)) if root is not None else entry_path.parent
     sources = []
-    for i, path in enumerate(find_modules(entry_path)):
-        rel = path.relative_to(root).as_posix()
-        name = path.stem if i == 0 else _module_name(root, path)
-        shown = entry if i == 0 else str(entry_path.parent / rel)
-        sources.append(SourceFile(path, rel, name, read_script(shown)))
+    for path, name in find_modules(entry_path, top if root is not None else None):
+        rel = path.relative_to(top).as_posix()
+        sources.append(SourceFile(path, rel, name, read_script(str(shown_top / rel))))
 
     def work() -> list[ConvertResult]:
-        infos = [ModuleInfo(s.name, s.rel, parse(s.script.text, str(entry_path.parent / s.rel)),
+        infos = [ModuleInfo(s.name, s.rel, parse(s.script.text, str(shown_top / s.rel)),
                             is_entry=i == 0) for i, s in enumerate(sources)]
         return run(infos, options or ConvertOptions())
 
     results = with_deep_stack(work, entry)
-    return ProjectResult(root, [FileResult(s, r) for s, r in zip(sources, results, strict=True)])
+    return ProjectResult(top, [FileResult(s, r) for s, r in zip(sources, results, strict=True)],
+                         shown_top)
 
 
 def _imported_names(path: Path, package: str) -> list[str]:

@@ -211,6 +211,12 @@ def _env(project: Project, run_root: Path, extra: dict[str, Any] | None = None
     return env
 
 
+def _with_distrun(env: dict[str, str]) -> dict[str, str]:
+    """The environment for a `python -m distrun` command: this checkout's distrun first
+    (not another one installed in the interpreter running the tests)."""
+    return {**env, "PYTHONPATH": os.pathsep.join([str(ROOT), env["PYTHONPATH"]])}
+
+
 def _run(args: list[str], cwd: Path, env: dict[str, str], timeout: float = RUN_TIMEOUT
          ) -> subprocess.CompletedProcess[str]:
     return subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True,
@@ -229,18 +235,16 @@ def run_single(project: Project, tmp: Path) -> subprocess.CompletedProcess[str]:
 
 
 def convert_project(project: Project, tmp: Path) -> subprocess.CompletedProcess[str]:
-    """Converts the project into TMP/conv.
-
-    # PROJECT MODE SWITCH: today's converter knows single files only, so the whole
-    # project is copied to TMP/conv and only its entry script is converted, in place.
-    # When project mode lands, replace the body below by
-    #     distrun convert UPSTREAM/ENTRY -o TMP/conv
-    # (then copy the setup data into TMP/conv with _setup(project, tmp / "conv")).
-    """
+    """Converts the project into TMP/conv: a copy of upstream/ converted in place by
+    project mode (`distrun convert ENTRY --in-place`: the entry and every local module it
+    imports; a folder on the descriptor's `pythonpath`, where an installed package of the
+    repository lives, is given as `--root`)."""
     root = _copy_upstream(project, tmp / "conv")
-    env = _env(project, root)
+    env = _with_distrun(_env(project, root))
+    roots = [arg for p in project.spec.get("pythonpath", []) for arg in ("--root", str(root / p))]
     args = [sys.executable, "-m", "distrun", "convert", str(root / project.entry),
-            "--in-place", "--no-backup", *map(str, project.spec.get("convert_args", []))]
+            "--in-place", "--no-backup", *roots,
+            *map(str, project.spec.get("convert_args", []))]
     return _run(args, root, env)
 
 
@@ -248,7 +252,7 @@ def run_two(project: Project, tmp: Path) -> subprocess.CompletedProcess[str]:
     """The converted project on 2 processes (N/2 per rank), in TMP/conv."""
     root = tmp / "conv"
     spec = project.spec["two"]
-    env = _env(project, root, spec.get("env"))
+    env = _with_distrun(_env(project, root, spec.get("env")))
     args = [sys.executable, "-m", "distrun", "launch", "--nproc-per-node", "2",
             "--timeout", "240", "--log-dir", str(tmp / "launch-logs"),
             project.entry_in_workdir, *map(str, spec["args"])]

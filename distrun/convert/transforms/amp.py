@@ -103,8 +103,9 @@ def _add_amp(ctx: Context, amp: str) -> None:
             plan.insert_after(anchor, [statement(create)])
         else:  # the steps run in other functions: one scaler for the whole script
             ctx.setup_lines.append(create)
-        plan.change(anchor or facts.entry.module, "amp", f"`{scaler} = torch.amp.GradScaler(\"cuda\")` "
-                    "for fp16 (enabled with CUDA only)")
+        plan.change(anchor or facts.entry.module, "amp",
+                    f"`{scaler} = torch.amp.GradScaler(\"cuda\")` for fp16 (enabled with "
+                    "CUDA only)")
     if not done:
         plan.finding(None, "amp", f"--amp {amp}: no `loss.backward()` found to put under autocast",
                      "wrap the forward pass in `torch.autocast` yourself")

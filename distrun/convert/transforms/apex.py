@@ -62,7 +62,7 @@ def migrate_apex(ctx: Context) -> bool:
             plan.change(call, "amp", f"`amp.{method}` -> `{scaler}.{method}` (the GradScaler's "
                         "state)")
     _drop_apex_imports(ctx)
-    ctx.need("torch")
+    ctx.need("torch", at=inits[0] if inits else scale_withs[0])
     return True
 
 

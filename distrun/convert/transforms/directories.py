@@ -57,7 +57,7 @@ def _exist_ok(ctx: Context, call: cst.Call, name: str) -> None:
                          f"{facts.code(given.value)}: every rank runs it, so all but the "
                          "first fail when the directory must be new",
                          f"create it on one rank: `if {ctx.names.rank} == 0:` around it, then "
-                         f"`{ctx.barrier()}`")
+                         f"`{ctx.barrier(at=call)}`")
         return
     if keyword(call, "dir_fd") is not None:
         plan.finding(call, "directories", "`os.mkdir(..., dir_fd=...)` run by every rank: all "
@@ -75,7 +75,7 @@ def _makedirs(ctx: Context, call: cst.Call) -> str:
     """The `makedirs` to call in place of `os.mkdir` (through the script's own `os`)."""
     if isinstance(call.func, cst.Attribute):
         return f"{ctx.facts.code(call.func.value)}.makedirs"
-    ctx.need("os")
+    ctx.need("os", at=call)
     return f"{ctx.names.os}.makedirs"
 
 

@@ -80,7 +80,7 @@ def plan_setup(ctx: Context) -> None:
         teardown = (f"{names.gc}.collect()  # free DDP's finished communication first\n"
                     f"if {names.dist}.is_initialized():\n"
                     f"    {names.dist}.destroy_process_group()\n")
-    imports = import_lines(entry.imports, names, ctx.imports)
+    imports = import_lines(entry.imports, names, ctx.imports_for(entry))
     last_import = entry.import_statements[-1] if entry.import_statements else None
     if last_import is not None:
         plan.insert_after(last_import, imports)
