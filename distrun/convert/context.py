@@ -54,6 +54,14 @@ class Context:
     ddp_arguments: set[int] = field(default_factory=set)  # ids of Args passing a DDP object
     ddp_params: set[tuple[int, str]] = field(default_factory=set)  # (id(function), param)
     prepared: set[int] = field(default_factory=set)  # accelerate: optimizers prepared
+    helpers: set[tuple[str, str]] = field(default_factory=set)  # (helper, module) it is in
+
+    def helper_lines(self, info: ModuleInfo) -> str:
+        """The definitions of the helpers (`rank0_value`, `shard_loader`) `info` uses."""
+        from distrun.convert.transforms import agree, rebuild
+
+        code = {"rank0_value": agree.helper_code, "shard_loader": rebuild.helper_code}
+        return "".join(code[h](self) for h, m in sorted(self.helpers) if m == info.name)
     loaders_to_prepare: list[LoaderToPrepare] = field(default_factory=list)  # data -> model
     eval_loaders: list[EvalLoader] = field(default_factory=list)  # data -> evaluation
     setup_lines: list[str] = field(default_factory=list)  # any -> setup: code it appends

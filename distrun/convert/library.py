@@ -50,6 +50,10 @@ def complete(ctx: Context, info: ModuleInfo, tree: cst.Module) -> cst.Module:
     if ctx.accelerate and n.accelerator in used:
         lines.append(f"{n.accelerator} = Accelerator(\n    cpu=not torch.cuda.is_available(), "
                      f"mixed_precision={_mixed(ctx)},\n)\n")
+    helpers = ctx.helper_lines(info)
+    if helpers:
+        lines.append(helpers)
+        used |= {n.dist, n.sampler, "torch"}
     needed = {key for key in IMPORTS if bound_name(key, n) in used}
     if lines:
         needed |= {"os", "torch"} | ({"accelerator"} if ctx.accelerate and

@@ -13,6 +13,7 @@ from distrun.convert.context import Transform
 from distrun.convert.transforms import (
     accelerate,
     accumulate,
+    agree,
     amp,
     checkpoint,
     data,
@@ -42,6 +43,7 @@ PIPELINE: tuple[Transform, ...] = (
     checkpoint.TRANSFORM,
     output.TRANSFORM,
     directories.TRANSFORM,
+    agree.TRANSFORM,
     hazards.TRANSFORM,
     setup.TRANSFORM,
 )

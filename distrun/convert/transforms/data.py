@@ -30,6 +30,7 @@ from distrun.convert.idioms import (
     origin_names,
     train_loops,
 )
+from distrun.convert.transforms.rebuild import rebuild_unseen_loaders
 
 _LOADER_PARAMS = [
     "dataset", "batch_size", "shuffle", "sampler", "batch_sampler", "num_workers",
@@ -42,12 +43,6 @@ _TRAIN_NAME = re.compile(r"train", re.IGNORECASE)
 def plan_data(ctx: Context) -> None:
     facts, plan = ctx.facts, ctx.plan
     loaders = [c for c in facts.calls if facts.call_name(c) in DATALOADER]
-    if not loaders:
-        plan.finding(None, "data", "no DataLoader found: batches seem to be built by hand, "
-                     "so every rank would train on the same data",
-                     "wrap the data in a Dataset and a DataLoader, or slice it per rank: "
-                     "`data[RANK::WORLD_SIZE]`")
-        return
     loops = train_loops(facts)
     train_names: set[str] = set()
     for tl in loops:
@@ -69,6 +64,14 @@ def plan_data(ctx: Context) -> None:
                          "left unsharded (every rank reads all of it)",
                          "if it feeds training, pass `sampler=DistributedSampler(dataset, "
                          "shuffle=...)` and drop `shuffle`")
+    built = {n for call in loaders for n in _construction_names(facts, call)}
+    sharded |= rebuild_unseen_loaders(ctx, loops, built)
+    if not loaders and not sharded:
+        plan.finding(None, "data", "no DataLoader found: batches seem to be built by hand, "
+                     "so every rank would train on the same data",
+                     "wrap the data in a Dataset and a DataLoader, or slice it per rank: "
+                     "`data[RANK::WORLD_SIZE]`")
+        return
     placed: set[tuple[int, str]] = set()
     for tl in loops:
         if origin_names(facts, tl.loader, facts.scope(tl.loop), 0) & sharded:

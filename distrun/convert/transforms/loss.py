@@ -26,7 +26,7 @@ _DEPTH = 3
 
 
 def plan_sum_losses(ctx: Context) -> None:
-    facts = ctx.facts
+    facts, world = ctx.facts, ctx.names.world_size
     for call in facts.calls:
         if not is_backward(call) or not isinstance(call.func, cst.Attribute):
             continue
@@ -37,7 +37,6 @@ def plan_sum_losses(ctx: Context) -> None:
         found = _sum_reduction(ctx, call, name)
         if found is None:
             continue
-        world = ctx.names.world_size
         ctx.plan.rewrite(loss, lambda n: expression(f"({code_of(n)} * {world})"))
         where = f"{facts.module_of(found).path}:{facts.line(found)}"
         ctx.plan.change(call, "loss", f"`{name}` sums over the batch (`{facts.code(found)}` at "
@@ -52,8 +51,8 @@ def _sum_reduction(ctx: Context, backward: cst.Call, loss: str) -> cst.Call | No
     """The call that sums the loss over the batch, if the backward's loss comes from one."""
     facts = ctx.facts
     scope = facts.scope(backward)
-    values = [a.value for a in facts.assigns if isinstance(a, cst.Assign) and a.value
-              is not None and facts.scope(a) is scope and facts.line(a) <= facts.line(backward)
+    values = [a.value for a in facts.assigns if isinstance(a, cst.Assign)
+              and facts.scope(a) is scope and facts.line(a) <= facts.line(backward)
               and any(dotted(t.target) == loss for t in a.targets)]
     for value in values:
         found = _sums_in(ctx, value, 0)

@@ -66,7 +66,7 @@ def plan_setup(ctx: Context) -> None:
         t is guard or isinstance(t, (cst.FunctionDef, cst.ClassDef)) or _is_import(t)
         for t in plan.touched_top_level if facts.module_of(t) is entry
     )
-    setup = statements(setup_code(ctx) + "".join(ctx.setup_lines))
+    setup = statements(setup_code(ctx) + "".join(ctx.setup_lines) + ctx.helper_lines(entry))
     comment = cst.EmptyLine(comment=cst.Comment(
         "# distrun: one process per device; accelerate knows which one this is."
         if ctx.accelerate else
