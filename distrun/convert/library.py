@@ -25,6 +25,7 @@ from distrun.convert.analysis import ModuleInfo, dotted
 from distrun.convert.build import statements
 from distrun.convert.context import Context
 from distrun.convert.imports import IMPORTS, bound_name, import_lines
+from distrun.convert.transforms.setup import spaced
 
 _COMMENT = ("# distrun: this process's place in the job (torchrun sets the variables; "
             "the entry script starts the process group)")
@@ -60,7 +61,7 @@ def complete(ctx: Context, info: ModuleInfo, tree: cst.Module) -> cst.Module:
                                      n.accelerator in used else set())
     at = _after_first_imports(tree)
     new = import_lines(_imported(tree.body[:at]), n, needed)
-    block = statements("".join(lines)) if lines else []
+    block = spaced(statements("".join(lines))) if lines else []
     if block:
         block[0] = block[0].with_changes(leading_lines=[
             cst.EmptyLine(indent=False), cst.EmptyLine(comment=cst.Comment(_COMMENT))])

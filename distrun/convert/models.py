@@ -86,24 +86,29 @@ def _builds_optimizer(facts: Facts, call: cst.Call) -> bool:
 
 
 def _parameter_receivers(facts: Facts, call: cst.Call) -> list[cst.BaseExpression]:
-    """What `.parameters()` is called on in the optimizer's arguments, also through a
-    name assigned in the same function (`params = filter(..., model.parameters())`)."""
-    found: list[cst.BaseExpression] = []
-    for inner in facts.calls_in(call):
-        if isinstance(inner.func, cst.Attribute) and inner.func.attr.value in _PARAMETERS:
-            found.append(inner.func.value)
-    if found:
-        return found
+    """What `.parameters()` is called on in the optimizer's arguments, also through names
+    assigned in the same function (`params = filter(..., model.parameters())`, minGPT's
+    `param_dict = {pn: p for pn, p in self.named_parameters()}` then `optim_groups`)."""
+    found = _receivers_in(facts, call)
     scope = facts.scope(call)
-    names = {dotted(a.value) for a in call.args} - {None}
-    for assign in facts.assigns:
-        if not isinstance(assign, cst.Assign) or facts.scope(assign) is not scope:
-            continue
-        if any(dotted(t.target) in names for t in assign.targets):
-            for inner in facts.calls_in(assign.value):
-                if isinstance(inner.func, cst.Attribute) and inner.func.attr.value in _PARAMETERS:
-                    found.append(inner.func.value)
+    names = _names_in(call)
+    seen: set[str] = set()
+    for _ in range(3):
+        if found or not names - seen:
+            break
+        seen |= names
+        for assign in facts.assigns:
+            if not isinstance(assign, cst.Assign) or facts.scope(assign) is not scope or not any(
+                    dotted(t.target) in names for t in assign.targets):
+                continue
+            found += _receivers_in(facts, assign.value)
+            names = names | _names_in(assign.value)
     return found
+
+
+def _receivers_in(facts: Facts, node: cst.CSTNode) -> list[cst.BaseExpression]:
+    return [inner.func.value for inner in facts.calls_in(node)
+            if isinstance(inner.func, cst.Attribute) and inner.func.attr.value in _PARAMETERS]
 
 
 def _model_place(facts: Facts, flow: Flow, receiver: cst.BaseExpression) -> Place | None:

@@ -30,7 +30,7 @@ from distrun.convert.idioms import (
     origin_names,
     train_loops,
 )
-from distrun.convert.transforms.rebuild import rebuild_unseen_loaders
+from distrun.convert.transforms.rebuild import draw_per_rank, rebuild_unseen_loaders
 
 _LOADER_PARAMS = [
     "dataset", "batch_size", "shuffle", "sampler", "batch_sampler", "num_workers",
@@ -48,10 +48,16 @@ def plan_data(ctx: Context) -> None:
     for tl in loops:
         train_names |= origin_names(facts, tl.loader, facts.scope(tl.loop), 0)
     sharded: set[str] = set()
+    mixed: set[str] = set()
     for call in loaders:
         names = _construction_names(facts, call)
         kind, why = _classify(names, train_names, len(loaders))
-        if kind == "train":
+        if kind == "train" and _builds_both(facts, call, names, train_names):
+            mixed |= names
+            plan.finding(call, "data", "this function builds training and evaluation loaders "
+                         f"({', '.join(sorted(names))}): left as it is; the training one is "
+                         "sharded where it is used", severity="info")
+        elif kind == "train":
             if _add_sampler(ctx, call, why):
                 sharded |= names
         elif kind == "eval" and ctx.options.eval_shard and not ctx.accelerate:
@@ -64,7 +70,7 @@ def plan_data(ctx: Context) -> None:
                          "left unsharded (every rank reads all of it)",
                          "if it feeds training, pass `sampler=DistributedSampler(dataset, "
                          "shuffle=...)` and drop `shuffle`")
-    built = {n for call in loaders for n in _construction_names(facts, call)}
+    built = {n for call in loaders for n in _construction_names(facts, call)} - mixed
     sharded |= rebuild_unseen_loaders(ctx, loops, built)
     if not loaders and not sharded:
         plan.finding(None, "data", "no DataLoader found: batches seem to be built by hand, "
@@ -147,6 +153,15 @@ def _tuple_target_names(assign: cst.Assign, index: int) -> set[str]:
     return names
 
 
+def _builds_both(facts: Facts, call: cst.Call, names: set[str], train_names: set[str]
+                 ) -> bool:
+    """A helper returning the loaders of several splits (`get_loader("train")` and
+    `get_loader("test")`): its callers name them for training and for evaluation."""
+    evaluates = {n for n in names if _EVAL_NAME.search(n)}
+    trains = (names - evaluates) & train_names or {n for n in names if _TRAIN_NAME.search(n)}
+    return facts.function(call) is not None and bool(evaluates) and bool(trains)
+
+
 def _classify(names: set[str], train_names: set[str], count: int) -> tuple[str, str]:
     if names & train_names:
         return "train", "it feeds the training loop"
@@ -161,7 +176,10 @@ def _classify(names: set[str], train_names: set[str], count: int) -> tuple[str, 
 
 def _add_sampler(ctx: Context, call: cst.Call, why: str) -> bool:
     facts, plan = ctx.facts, ctx.plan
-    if keyword(call, "sampler") or keyword(call, "batch_sampler") or len(positional(call)) > 3:
+    given = keyword(call, "sampler")
+    if given is not None and isinstance(given.value, cst.Call) and draw_per_rank(ctx, given.value):
+        return False  # each rank draws its own: no DistributedSampler, no set_epoch
+    if given or keyword(call, "batch_sampler") or len(positional(call)) > 3:
         plan.finding(call, "data", "this training DataLoader already has a sampler: "
                      "it was not sharded, so every rank reads the whole dataset",
                      "shard it yourself: wrap the sampler's indices per rank, or use "
@@ -234,7 +252,9 @@ def _hoist_dataset(ctx: Context, call: cst.Call, ds_arg: cst.Arg) -> str | None:
                      "assign the dataset to a variable first, then convert again")
         return None
     base = "dataset"
-    stems = [n.replace("loader", "").strip("_") for n in _construction_names(facts, call)]
+    named = sorted((n for n in _construction_names(facts, call) if "loader" in n),
+                   key=lambda n: (n.startswith("get"), len(n), n))
+    stems = [n.replace("loader", "").strip("_") for n in named]
     if stems and stems[0]:
         base = f"{stems[0]}_dataset"
     name = ctx.names.fresh(base)
@@ -246,13 +266,19 @@ def _hoist_dataset(ctx: Context, call: cst.Call, ds_arg: cst.Arg) -> str | None:
 
 
 def _rebuild_loader(sampler: str) -> Rewrite:
+    """The sampler takes the place of `shuffle` (its comma, and the comment after it, stay
+    where they were), or goes before the `**kwargs`."""
     def rewrite(node: cst.CSTNode) -> cst.CSTNode:
         assert isinstance(node, cst.Call)
         args: list[cst.Arg] = []
+        new_arg = keyword_arg("sampler", expression(sampler))
+        placed = False
         pos_index = 0
         for arg in node.args:
             if arg.keyword is None and not arg.star:
-                if pos_index == 2:  # positional shuffle: dropped
+                if pos_index == 2:  # positional shuffle: the sampler, by keyword, instead
+                    args.append(new_arg.with_changes(comma=arg.comma))
+                    placed = True
                     pos_index += 1
                     continue
                 if pos_index > 2:
@@ -260,14 +286,16 @@ def _rebuild_loader(sampler: str) -> Rewrite:
                         comma=arg.comma)
                 pos_index += 1
             elif arg.keyword is not None and arg.keyword.value == "shuffle":
+                args.append(new_arg.with_changes(comma=arg.comma))
+                placed = True
                 continue
             elif arg.star == "**":
                 code = code_of(arg.value)
                 arg = arg.with_changes(value=expression(f'{{**{code}, "shuffle": False}}'))
             args.append(arg)
-        new_arg = keyword_arg("sampler", expression(sampler))
-        first_star = next((i for i, a in enumerate(args) if a.star), len(args))
-        args.insert(first_star, new_arg)
+        if not placed:
+            first_star = next((i for i, a in enumerate(args) if a.star), len(args))
+            args.insert(first_star, new_arg)
         return node.with_changes(args=with_commas(args))
 
     return rewrite

@@ -20,8 +20,8 @@ import re
 
 import libcst as cst
 
-from distrun.convert.analysis import dotted
-from distrun.convert.build import statement
+from distrun.convert.analysis import dotted, keyword, positional
+from distrun.convert.build import append_keyword, code_of, expression, statement
 from distrun.convert.context import Context
 from distrun.convert.flow import Place
 from distrun.convert.idioms import TrainLoop, origin_names
@@ -51,6 +51,7 @@ def rebuild_unseen_loaders(ctx: Context, loops: list[TrainLoop], seen: set[str])
                 name = dotted(target)
                 if (not isinstance(assign, cst.Assign) or not isinstance(assign.value, cst.Call)
                         or name is None or not _LOADER.search(name.rsplit(".", 1)[-1])
+                        or name.rsplit(".", 1)[-1] not in names
                         or stmt is None or id(stmt) in done
                         or _derived(ctx, assign.value, members)):
                     continue
@@ -113,16 +114,54 @@ def _hands_on(ctx: Context, stmt: cst.CSTNode, name: str) -> bool:
                for arg in call.args)
 
 
+_WITH_REPLACEMENT = {"torch.utils.data.RandomSampler": 0,
+                     "torch.utils.data.sampler.RandomSampler": 0,
+                     "torch.utils.data.WeightedRandomSampler": 1,
+                     "torch.utils.data.sampler.WeightedRandomSampler": 1}
+
+
+def draw_per_rank(ctx: Context, sampler: cst.Call) -> bool:
+    """A sampler drawing with replacement (`RandomSampler(ds, replacement=True)`,
+    `WeightedRandomSampler`) cannot be split: each rank draws its own share instead, from
+    a generator seeded with its rank (`num_samples // WORLD_SIZE` each). True if done."""
+    facts, n = ctx.facts, ctx.names
+    name = facts.call_name(sampler) or ""
+    if name not in _WITH_REPLACEMENT or keyword(sampler, "generator") is not None:
+        return False
+    replacement = keyword(sampler, "replacement")
+    weighted = name.endswith("WeightedRandomSampler")
+    if (replacement is None and not weighted) or (
+            replacement is not None and dotted(replacement.value) != "True"):
+        return False
+    args = positional(sampler)
+    count = keyword(sampler, "num_samples") or (args[1] if weighted and len(args) > 1 else None)
+    seed = f"torch.Generator().manual_seed(torch.initial_seed() + {n.rank})"
+
+    def rewrite(node: cst.CSTNode) -> cst.CSTNode:
+        assert isinstance(node, cst.Call)
+        node = append_keyword(node, "generator", expression(seed))
+        if count is None and args:
+            return append_keyword(node, "num_samples", expression(
+                f"len({code_of(node.args[0].value)}) // {n.world_size}"))
+        return node
+
+    if count is not None:
+        ctx.plan.rewrite(count.value, lambda v: expression(f"({code_of(v)}) // {n.world_size}"))
+    ctx.plan.rewrite(sampler, rewrite)
+    ctx.plan.change(sampler, "data", f"`{facts.code(sampler.func)}` draws with replacement: "
+                    f"each rank draws its own num_samples // {n.world_size} from a generator "
+                    "seeded with its rank (the same number of samples per epoch in all)")
+    return True
+
+
 def helper_code(ctx: Context) -> str:
     n = ctx.names
     return f'''
 
 def {n.shard_loader}(loader):
-    """distrun: `loader` again, each rank reading its own part of its dataset (a
-    DistributedSampler that keeps its shuffle), with its batch size and workers."""
+    """distrun: `loader` again, each rank reading its own part (same batch size, shuffle)."""
     data = torch.utils.data
-    if not isinstance(loader, data.DataLoader) or isinstance(loader.dataset,
-                                                             data.IterableDataset):
+    if not isinstance(loader, data.DataLoader) or isinstance(loader.dataset, data.IterableDataset):
         raise TypeError(f"distrun: a {{type(loader).__name__}} is not a DataLoader over a "
                         "map-style dataset: shard its data yourself (each rank must read its "
                         "own part)")

@@ -66,7 +66,8 @@ def plan_setup(ctx: Context) -> None:
         t is guard or isinstance(t, (cst.FunctionDef, cst.ClassDef)) or _is_import(t)
         for t in plan.touched_top_level if facts.module_of(t) is entry
     )
-    setup = statements(setup_code(ctx) + "".join(ctx.setup_lines) + ctx.helper_lines(entry))
+    setup = statements(setup_code(ctx) + "".join(ctx.setup_lines))
+    helpers = ctx.helper_lines(entry)
     comment = cst.EmptyLine(comment=cst.Comment(
         "# distrun: one process per device; accelerate knows which one this is."
         if ctx.accelerate else
@@ -81,6 +82,7 @@ def plan_setup(ctx: Context) -> None:
                     f"if {names.dist}.is_initialized():\n"
                     f"    {names.dist}.destroy_process_group()\n")
     imports = import_lines(entry.imports, names, ctx.imports_for(entry))
+    imports += spaced(statements(helpers)) if helpers else []  # module level, also by a guard
     last_import = entry.import_statements[-1] if entry.import_statements else None
     if last_import is not None:
         plan.insert_after(last_import, imports)
@@ -115,6 +117,13 @@ def _is_import(node: cst.CSTNode) -> bool:
     return isinstance(node, cst.SimpleStatementLine) and all(
         isinstance(s, (cst.Import, cst.ImportFrom)) for s in node.body
     )
+
+
+def spaced(defs: list[cst.BaseStatement]) -> list[cst.BaseStatement]:
+    """Top-level definitions with the two blank lines above each that PEP 8 wants."""
+    blank = [cst.EmptyLine(indent=False), cst.EmptyLine(indent=False)]
+    return [d.with_changes(leading_lines=blank) if isinstance(d, cst.FunctionDef) else d
+            for d in defs]
 
 
 def first_code_statement(module: cst.Module) -> cst.BaseStatement:

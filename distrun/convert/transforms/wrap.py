@@ -252,8 +252,8 @@ def _reaching_functions(ctx: Context, sites: list[cst.CSTNode]) -> set[int]:
     return found
 
 
-def _prepare(ctx: Context, model: Model, target: str, name: str, anchor: cst.CSTNode
-             ) -> cst.BaseStatement:
+def _prepare(ctx: Context, model: Model, target: str, name: str, anchor: cst.CSTNode,
+             after: bool) -> cst.BaseStatement:
     """accelerate: `ddp_model, optimizer, loader = accelerator.prepare(model, optimizer,
     loader)` when the optimizer and the loaders were built before, in the same function
     (prepared together after the model exists, the loaders draw from the random generator
@@ -269,8 +269,9 @@ def _prepare(ctx: Context, model: Model, target: str, name: str, anchor: cst.CST
         return statement(f"{target} = {acc}.prepare({name})\n")
     ctx.prepared.add(id(model.optimizer))
     assert built is not None
-    together = facts.scope(built) is facts.scope(anchor) and facts.line(built) < facts.line(
-        anchor)
+    together = facts.scope(built) is facts.scope(anchor) and (
+        facts.line(built) < facts.line(anchor) or after and facts.line(built) <= facts.line(
+            anchor))
     at = anchor if together else built
     loaders = [entry for entry in ctx.loaders_to_prepare if entry.name
                and facts.scope(entry.call) is facts.scope(at)
@@ -309,7 +310,7 @@ def _insert(ctx: Context, model: Model, home: Home, ddp: str, anchor: cst.CSTNod
         plan.finding(anchor, "sync-bn", "SyncBatchNorm is used only with CUDA: on CPU each "
                      "rank keeps its own BatchNorm statistics", severity="info")
     if ctx.accelerate:
-        new.append(_prepare(ctx, model, target, name, anchor))
+        new.append(_prepare(ctx, model, target, name, anchor, after))
     else:
         new.append(statement(f"{target} = {n.ddp}({inner}, device_ids=[{n.local_rank}] "
                              f"if torch.cuda.is_available() else None)\n"))
