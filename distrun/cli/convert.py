@@ -85,6 +85,12 @@ def convert(script: str, output: str | None, in_place: bool, no_backup: bool, sh
     if no_backup and not in_place:
         raise InputError("--no-backup only makes sense with --in-place")
 
+    options = options_from(chosen)
+    if script.endswith(".ipynb"):
+        from distrun.cli.convert_notebook import convert_notebook_command
+
+        return convert_notebook_command(script, output, in_place, show_diff, check, force,
+                                        report_format, options)
     if output not in (None, "-") and same_file(output, script):
         raise InputError(f"{output} is the script itself: refusing to overwrite it",
                          "use --in-place to rewrite it (a .orig backup is kept)")
@@ -92,7 +98,6 @@ def convert(script: str, output: str | None, in_place: bool, no_backup: bool, sh
     if source.is_empty:
         raise InputError(f"{script}: empty file (no Python code in it): nothing to convert",
                          "check that this is the script you meant: it holds no code")
-    options = options_from(chosen)
     top = Path(root) if root is not None else None
     if len(find_modules(Path(script), top)) > 1:
         from distrun.cli.convert_project import convert_project_command

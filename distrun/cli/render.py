@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import difflib
 import json
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -16,16 +17,23 @@ if TYPE_CHECKING:
     from distrun.launch.spec import Command, LaunchSpec
 
 
-def report_text(result: ConvertResult, filename: str) -> str:
+def report_text(result: ConvertResult, filename: str,
+                cells: Mapping[int, tuple[int, int]] | None = None) -> str:
+    """`FILE:LINE: rule: message` per change and finding (a notebook's: `FILE:cell C:LINE`,
+    `cells` mapping the lines of its code-cell script to cells)."""
     lines = []
     for entry in result.sorted_entries():
+        where = f"{filename}:{entry.line}"
+        if cells is not None:
+            cell, line = cells.get(entry.line, (0, 0))
+            where = f"{filename}:cell {cell}:{line}" if cell else filename
         if hasattr(entry, "severity"):
             finding: Finding = entry  # type: ignore[assignment]
-            text = f"{filename}:{entry.line}: {finding.severity}: {entry.message}"
+            text = f"{where}: {finding.severity}: {entry.message}"
             if finding.fix:
                 text += f"\n    fix: {finding.fix}"
         else:
-            text = f"{filename}:{entry.line}: {entry.rule}: {entry.message}"
+            text = f"{where}: {entry.rule}: {entry.message}"
         lines.append(text)
     return "\n".join(lines)
 

@@ -18,14 +18,18 @@ from distrun.convert.idioms import DATALOADER, is_backward, is_optimizer
 from distrun.convert.names import Names
 from distrun.convert.options import ConvertOptions
 from distrun.convert.report import ConvertResult, Finding, Status
-from distrun.convert.transforms import PIPELINE
+from distrun.convert.transforms import PIPELINE, halfdone
 from distrun.convert.transforms.detect import already_distributed, spawns_processes
+from distrun.convert.transforms.halfdone import local_rank_option
 
 
 def run(modules: list[ModuleInfo], options: ConvertOptions) -> list[ConvertResult]:
     """Convert the modules of a script or project (entry first): one result each."""
     facts = Facts.build(modules)
     stopped = _gate(facts)
+    pipeline = PIPELINE
+    if stopped is not None and stopped[0] == "already-distributed" and local_rank_option(facts):
+        stopped, pipeline = None, (halfdone.COMPLETE,)  # written for the old launcher
     if stopped is not None:
         why, finding, where = stopped
         return [ConvertResult(m.module.code, m.module.code,
@@ -33,7 +37,7 @@ def run(modules: list[ModuleInfo], options: ConvertOptions) -> list[ConvertResul
                               findings=[finding] if m is where else [])
                 for m in facts.modules]
     ctx = Context(facts, Plan(facts), _names(facts), options)
-    for transform in PIPELINE:
+    for transform in pipeline:
         if transform.applies(options):
             transform.run(ctx)
     results = []

@@ -1,0 +1,65 @@
+"""`distrun convert NOTEBOOK.ipynb`: the code cells become a script, converted; the
+notebook itself is never rewritten."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from distrun.convert.options import ConvertOptions
+from distrun.errors import EXIT_FOUND_WORK, EXIT_OK, InputError
+
+
+def convert_notebook_command(script: str, output: str | None, in_place: bool,
+                             show_diff: bool, check: bool, force: bool, report_format: str,
+                             options: ConvertOptions) -> int:
+    from distrun.cli import render
+    from distrun.convert import convert_source
+    from distrun.convert.notebook import script_from_notebook
+    from distrun.convert.report import Finding
+    from distrun.files import write_atomic
+
+    path = Path(script)
+    default = path.with_name(f"{path.stem}_{options.target}.py")
+    if in_place:
+        raise InputError(f"{script}: a notebook is not rewritten in place",
+                         f"leave --in-place out: the converted script goes to {default}")
+    try:
+        data = path.read_bytes()
+    except OSError as err:
+        raise InputError(f"{script}: cannot read: {err.strerror}") from None
+    notebook = script_from_notebook(data, script)
+    if not notebook.text.strip():
+        raise InputError(f"{script}: no code cells: nothing to convert")
+    result = convert_source(notebook.text, script, options)
+    for cell, line, what, text in notebook.commented:
+        at = next(k for k, v in notebook.where.items() if v == (cell, line))
+        shell = what == "shell command"
+        result.findings.append(Finding(
+            at, "notebook", "warning" if shell else "info", f"{what}, not Python: `{text}` "
+            "commented out" if "kept" not in what else f"{what} (`{text}`)",
+            "run it yourself before launching" if shell else ""))
+    written: str | None = None
+    stream = output == "-" or show_diff
+    if check or show_diff:
+        pass
+    elif output == "-":
+        click.echo(result.output, nl=False)
+    elif result.changed or output is not None:
+        target = output or str(default)
+        write_atomic(target, result.output.encode(), backup=force, force=force)
+        written = target
+    if show_diff:
+        click.echo(render.unified_diff(notebook.text, result.output,
+                                       f"{script} (code cells)"), nl=False)
+    if report_format == "json":
+        click.echo(render.report_json(result, script, written), err=stream)
+    else:
+        text = render.report_text(result, script, cells=notebook.where)
+        if text:
+            click.echo(text, err=stream)
+        click.echo(render.summary(result, script, written), err=stream)
+    if check and result.changed:
+        return EXIT_FOUND_WORK
+    return EXIT_OK
