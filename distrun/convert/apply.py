@@ -88,6 +88,10 @@ class _Applier(cst.CSTTransformer):
         result: cst.CSTNode | cst.FlattenSentinel[cst.CSTNode] = node
         if before or after:
             kept = [node] if isinstance(node, cst.BaseStatement) else []
+            if before and kept and id(original_node) in self.plan.leads:
+                lines = getattr(node, "leading_lines", ())
+                before = [before[0].with_changes(leading_lines=lines), *before[1:]]
+                kept = [node.with_changes(leading_lines=())]
             result = cst.FlattenSentinel([*before, *kept, *after])
         if isinstance(original_node, cst.BaseStatement):
             result = self._keep_comment_lines(original_node, result)

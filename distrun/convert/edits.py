@@ -46,6 +46,7 @@ class Plan:
     )
     reports: dict[str, Report] = field(default_factory=dict)  # by module name
     touched_top_level: list[cst.CSTNode] = field(default_factory=list)
+    leads: set[int] = field(default_factory=set)  # statements whose leading lines move up
 
     # -- the report ----------------------------------------------------------------
 
@@ -73,7 +74,12 @@ class Plan:
         self.replace[node].append(fn)
         self._touch(node)
 
-    def insert_before(self, stmt: cst.CSTNode, new: Sequence[cst.BaseStatement]) -> None:
+    def insert_before(self, stmt: cst.CSTNode, new: Sequence[cst.BaseStatement],
+                      lead: bool = False) -> None:
+        """Statements before `stmt`; with `lead`, the comments and blank lines above
+        `stmt` go above them (they open a step of which `stmt` is part)."""
+        if lead and not self.before.get(stmt):
+            self.leads.add(id(stmt))
         self.before[stmt].extend(new)
         self._touch(stmt)
 

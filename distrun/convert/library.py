@@ -17,14 +17,18 @@ use them.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import libcst as cst
 
-from distrun.convert.analysis import ModuleInfo, dotted
+from distrun.convert.analysis import ModuleInfo
 from distrun.convert.build import statements
 from distrun.convert.context import Context
-from distrun.convert.imports import IMPORTS, bound_name, import_lines
+from distrun.convert.imports import (
+    IMPORTS,
+    after_first_imports,
+    bound_name,
+    import_lines,
+    imported_by,
+)
 from distrun.convert.transforms.setup import spaced
 
 _COMMENT = ("# distrun: this process's place in the job (torchrun sets the variables; "
@@ -59,8 +63,8 @@ def complete(ctx: Context, info: ModuleInfo, tree: cst.Module) -> cst.Module:
     if lines:
         needed |= {"os", "torch"} | ({"accelerator"} if ctx.accelerate and
                                      n.accelerator in used else set())
-    at = _after_first_imports(tree)
-    new = import_lines(_imported(tree.body[:at]), n, needed)
+    at = after_first_imports(tree)
+    new = import_lines(imported_by(tree.body[:at]), n, needed)
     block = spaced(statements("".join(lines))) if lines else []
     if block:
         block[0] = block[0].with_changes(leading_lines=[
@@ -85,52 +89,3 @@ def _names(tree: cst.CSTNode) -> list[cst.Name]:
 
     tree.visit(Collect())
     return found
-
-
-def _imported(stmts: Sequence[cst.BaseStatement]) -> dict[str, str]:
-    """local name -> qualified name of the plain imports among `stmts`."""
-    found: dict[str, str] = {}
-    for stmt in stmts:
-        for small in stmt.body if isinstance(stmt, cst.SimpleStatementLine) else []:
-            if isinstance(small, cst.Import):
-                for alias in small.names:
-                    full = dotted(alias.name) or ""
-                    local = alias.asname.name if alias.asname else None
-                    key = local.value if isinstance(local, cst.Name) else full.split(".")[0]
-                    found[key] = full if isinstance(local, cst.Name) else key
-            elif isinstance(small, cst.ImportFrom) and not small.relative and small.module \
-                    and not isinstance(small.names, cst.ImportStar):
-                base = dotted(small.module) or ""
-                for alias in small.names:
-                    name = dotted(alias.name) or ""
-                    local = alias.asname.name if alias.asname else None
-                    found[local.value if isinstance(local, cst.Name) else name] = f"{base}.{name}"
-    return found
-
-
-def _after_first_imports(tree: cst.Module) -> int:
-    """The index after the module's first run of imports (after its docstring and
-    `from __future__` lines when it has no import)."""
-    at = 0
-    seen_import = False
-    for i, stmt in enumerate(tree.body):
-        if _is_docstring(stmt) and i == 0:
-            at = 1
-            continue
-        if _is_import(stmt):
-            seen_import = True
-            at = i + 1
-            continue
-        if seen_import or not _is_import(stmt):
-            break
-    return at
-
-
-def _is_import(stmt: cst.CSTNode) -> bool:
-    return isinstance(stmt, cst.SimpleStatementLine) and all(
-        isinstance(s, (cst.Import, cst.ImportFrom)) for s in stmt.body)
-
-
-def _is_docstring(stmt: cst.CSTNode) -> bool:
-    return (isinstance(stmt, cst.SimpleStatementLine) and isinstance(stmt.body[0], cst.Expr)
-            and isinstance(stmt.body[0].value, (cst.SimpleString, cst.ConcatenatedString)))

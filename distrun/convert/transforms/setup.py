@@ -21,7 +21,7 @@ from distrun.convert.analysis import Facts
 from distrun.convert.build import statements
 from distrun.convert.context import Context, Transform
 from distrun.convert.edits import Plan
-from distrun.convert.imports import import_lines
+from distrun.convert.imports import after_first_imports, import_lines, imported_by
 
 
 def setup_code(ctx: Context) -> str:
@@ -81,9 +81,13 @@ def plan_setup(ctx: Context) -> None:
         teardown = (f"{names.gc}.collect()  # free DDP's finished communication first\n"
                     f"if {names.dist}.is_initialized():\n"
                     f"    {names.dist}.destroy_process_group()\n")
-    imports = import_lines(entry.imports, names, ctx.imports_for(entry))
+    # The first block of imports: a script importing more later (a notebook's cells) may
+    # use the new names before that.
+    top = list(entry.module.body)
+    at = after_first_imports(entry.module)
+    last_import = top[at - 1] if at and _is_import(top[at - 1]) else None
+    imports = import_lines(imported_by(top[:at]), names, ctx.imports_for(entry))
     imports += spaced(statements(helpers)) if helpers else []  # module level, also by a guard
-    last_import = entry.import_statements[-1] if entry.import_statements else None
     if last_import is not None:
         plan.insert_after(last_import, imports)
     elif imports:
