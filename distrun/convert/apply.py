@@ -87,7 +87,7 @@ class _Applier(cst.CSTTransformer):
         after = self.plan.after.get(original_node, [])
         result: cst.CSTNode | cst.FlattenSentinel[cst.CSTNode] = node
         if before or after:
-            kept = [node] if isinstance(node, cst.BaseStatement) else []
+            kept: list[cst.CSTNode] = [node] if isinstance(node, cst.BaseStatement) else []
             if before and kept and id(original_node) in self.plan.leads:
                 lines = getattr(node, "leading_lines", ())
                 before = [before[0].with_changes(leading_lines=lines), *before[1:]]

@@ -48,7 +48,7 @@ class Model:
     """One model: where it is built and every forward pass of it."""
 
     place: Place  # the place the optimizer reads its parameters from
-    optimizer: cst.Call
+    optimizer: cst.Call | cst.For  # its optimizer, or the loop that updates it by hand
     component: set[Place]
     forwards: list[cst.Call] = field(default_factory=list)  # training forward passes
     other_calls: list[cst.Call] = field(default_factory=list)  # evaluation, no_grad...
@@ -59,17 +59,34 @@ class Model:
 def find_models(facts: Facts, flow: Flow) -> list[Model]:
     """Every model an optimizer trains, once each, with its forward passes."""
     models: list[Model] = []
-    for call in facts.calls:
-        if not _builds_optimizer(facts, call):
+    found: list[tuple[cst.Call | cst.For, cst.BaseExpression]] = [
+        (call, receiver) for call in facts.calls if _builds_optimizer(facts, call)
+        for receiver in _parameter_receivers(facts, call)]
+    found += _updated_by_hand(facts)
+    for updater, receiver in found:
+        place = _model_place(facts, flow, receiver)
+        if place is None or any(flow.same(place, m.place) for m in models):
             continue
-        for receiver in _parameter_receivers(facts, call):
-            place = _model_place(facts, flow, receiver)
-            if place is None or any(flow.same(place, m.place) for m in models):
-                continue
-            model = Model(place, call, flow.component(place))
-            _find_forwards(facts, flow, model)
-            models.append(model)
+        model = Model(place, updater, flow.component(place))
+        _find_forwards(facts, flow, model)
+        models.append(model)
     return models
+
+
+def _updated_by_hand(facts: Facts) -> list[tuple[cst.Call | cst.For, cst.BaseExpression]]:
+    """`for p in model.parameters(): p.data.add_(p.grad, alpha=-lr)`: a model trained
+    without an optimizer (pytorch/examples word_language_model)."""
+    found: list[tuple[cst.Call | cst.For, cst.BaseExpression]] = []
+    for loop in facts.for_loops:
+        source = loop.iter
+        if not (isinstance(source, cst.Call) and isinstance(source.func, cst.Attribute)
+                and source.func.attr.value in _PARAMETERS and isinstance(loop.target, cst.Name)):
+            continue
+        var = loop.target.value
+        if any(node.attr.value == "grad" and dotted(node.value) == var
+               and facts.inside(node, loop.body) for node in facts.attributes):
+            found.append((loop, source.func.value))
+    return found
 
 
 def _builds_optimizer(facts: Facts, call: cst.Call) -> bool:

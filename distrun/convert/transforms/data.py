@@ -29,6 +29,8 @@ from distrun.convert.idioms import (
     assigns_inside,
     origin_names,
     train_loops,
+    trains,
+    unwrap_iter,
 )
 from distrun.convert.transforms.rebuild import draw_per_rank, rebuild_unseen_loaders
 
@@ -84,6 +86,7 @@ def plan_data(ctx: Context) -> None:
             _place_set_epoch(ctx, tl.loop, tl.loader, facts.scope(tl.loop), 0, placed)
     if not ctx.accelerate:
         _set_epoch_on_new_iterators(ctx, sharded)
+    _measured_on_training_data(ctx, sharded)
 
 
 TRANSFORM = Transform("data", plan_data)
@@ -337,6 +340,32 @@ def _place_set_epoch(ctx: Context, at: cst.CSTNode, loader: str,
             arg_code = dotted(arg) if arg is not None else None
         if arg_code is not None:
             _place_set_epoch(ctx, site, arg_code, facts.scope(site), depth + 1, placed)
+
+
+def _measured_on_training_data(ctx: Context, sharded: set[str]) -> None:
+    """A sharded training loader handed to a function that does not train (an accuracy
+    check): it now sees each rank's part only, and says it measured the whole."""
+    facts = ctx.facts
+    for call in facts.calls:
+        found = ctx.flow.callee(call)
+        if found is None or trains(facts, found[0]):
+            continue
+        func, is_method = found
+        for arg in call.args:
+            code = dotted(arg.value)
+            if code is None or not origin_names(facts, code, facts.scope(call)) & sharded:
+                continue
+            param = facts.param_for(call, func, is_method, code)
+            if param is None or not any(
+                    dotted(unwrap_iter(facts, loop.iter)) == param and facts.inside(loop, func)
+                    for loop in facts.for_loops):
+                continue  # not iterated there (a trainer keeping it for later)
+            name = found[0].name.value
+            ctx.plan.finding(call, "data", f"`{name}()` reads the training loader `{code}`, "
+                             "now sharded: on each rank it measures 1/WORLD_SIZE of the "
+                             "training set (and what it divides by may still be the whole)",
+                             f"give `{name}()` a DataLoader over the same dataset without the "
+                             "sampler, or all-reduce its sums (`dist.all_reduce`)")
 
 
 def _set_epoch_on_new_iterators(ctx: Context, sharded: set[str]) -> None:

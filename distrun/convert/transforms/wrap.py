@@ -188,10 +188,11 @@ def _walk(ctx: Context, block: list[cst.BaseStatement], place: Place,
     statement that sets it (statements after which nothing in the block trains it)."""
     facts = ctx.facts
     anchors: list[tuple[cst.CSTNode, bool]] = []
-    valid, last_bind = False, None
+    valid, last_bind, reached = False, None, False
     for stmt in block:
         binds = _binds(ctx, stmt, place)
         reaches = _reaches(facts, ctx, stmt, sites, reaching)
+        reached = reached or reaches
         if binds:
             valid, last_bind = False, stmt
             if reaches:  # set and trained in one compound statement: make it inside
@@ -203,7 +204,7 @@ def _walk(ctx: Context, block: list[cst.BaseStatement], place: Place,
         if reaches and not valid:
             anchors.append((stmt, False))
             valid = True
-    if not valid and last_bind is not None:
+    if not valid and not reached and last_bind is not None:
         tail = block[-1]
         if isinstance(tail, cst.SimpleStatementLine) and isinstance(tail.body[0], cst.Return) \
                 and tail is not last_bind:
@@ -260,6 +261,8 @@ def _prepare(ctx: Context, model: Model, target: str, name: str, anchor: cst.CST
     where the original script does not: its model starts from the same weights); else
     the model alone here, and the optimizer where it is built."""
     facts, plan, acc = ctx.facts, ctx.plan, ctx.names.accelerator
+    if not isinstance(model.optimizer, cst.Call):  # updated by hand: nothing to prepare
+        return statement(f"{target} = {acc}.prepare({name})\n")
     built = facts.statement(model.optimizer)
     small = built.body[0] if isinstance(built, cst.SimpleStatementLine) else None
     optimizer = None
