@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from distrun.convert.analysis import Facts, dotted, keyword
+from distrun.convert.analysis import Facts, dotted, keyword, string_value
 from distrun.convert.build import append_keyword, code_of, expression, guard_rank0
 from distrun.convert.context import Context, Transform
 from distrun.convert.flow import Place
@@ -40,7 +40,10 @@ def plan_output(ctx: Context) -> None:
     writers = _names_assigned_from(facts, _WRITERS)
     writer_roots = _roots_assigned_from(ctx, _WRITERS)
     rank = ctx.names.rank
+    guarded = _plan_file_writes(ctx)
     for call in facts.calls:
+        if any(id(a) in guarded for a in facts.ancestors(call)):
+            continue  # inside a block already run by rank 0 only
         name = facts.call_name(call) or ""
         func = call.func
         owner = dotted(func.value) if isinstance(func, cst.Attribute) else None
@@ -78,6 +81,44 @@ def _names_assigned_from(facts: Facts, callees: set[str] | frozenset[str]) -> se
             if isinstance(parent, cst.Assign) and parent.value is call:
                 names |= {c for t in parent.targets if (c := dotted(t.target))}
     return names
+
+
+def _plan_file_writes(ctx: Context) -> set[int]:
+    """`with open(path, "w") as f: ...` (or "a", "x"): every rank would write the same
+    file; the block runs on rank 0 when it only writes (no function of the script, no
+    checkpoint). A file opened for writing otherwise is reported. Returns the ids of the
+    blocks now run by rank 0."""
+    facts, plan, rank = ctx.facts, ctx.plan, ctx.names.rank
+    guarded: set[int] = set()
+    for call in facts.calls:
+        if facts.call_name(call) not in ("open", "io.open") or not _writes(call):
+            continue
+        item = facts.parent.get(call)
+        block = facts.parent.get(item) if isinstance(item, cst.WithItem) else None
+        if isinstance(block, cst.With) and not _does_more_than_write(ctx, block):
+            plan.rewrite(block, lambda n: guard_rank0(n, rank))
+            plan.change(call, "output", "file written by rank 0 only (every rank would write "
+                        "the same file)")
+            guarded.add(id(block))
+        elif not (isinstance(block, cst.With) and any(
+                facts.call_name(c) == "torch.save" for c in facts.calls_in(block))):
+            plan.finding(call, "output", f"`{facts.code(call)}`: every rank writes this file",
+                         f"write it on one rank: `if {rank} == 0:` around the writing")
+    return guarded
+
+
+def _writes(call: cst.Call) -> bool:
+    mode = keyword(call, "mode") or (call.args[1] if len(call.args) > 1 and
+                                     call.args[1].keyword is None else None)
+    text = string_value(mode.value) if mode is not None else None
+    return text is not None and any(c in text for c in "wax")
+
+
+def _does_more_than_write(ctx: Context, block: cst.With) -> bool:
+    """Does the block call a function of the script, a model, or save a checkpoint?"""
+    return any(ctx.flow.callee(c) is not None or id(c) in ctx.ddp_calls
+               or (ctx.facts.call_name(c) or "").startswith(("torch.save", "torch.distributed"))
+               for c in ctx.facts.calls_in(block.body))
 
 
 def _roots_assigned_from(ctx: Context, callees: frozenset[str]) -> set[Place]:
