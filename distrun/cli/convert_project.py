@@ -3,6 +3,7 @@ converted together and written as a copy of its folder (or in place, file by fil
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import click
@@ -12,7 +13,8 @@ from distrun.errors import EXIT_FOUND_WORK, EXIT_OK, InputError
 
 
 def default_folder(root: Path, target: str) -> Path:
-    return root.parent / f"{root.name}_{target}"
+    """`<folder>_ddp` beside the project's folder, as the user would write it."""
+    return Path(os.path.relpath(root.parent / f"{root.name}_{target}"))
 
 
 def convert_project_command(script: str, output: str | None, in_place: bool, no_backup: bool,
