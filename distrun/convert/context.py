@@ -55,6 +55,7 @@ class Context:
     ddp_params: set[tuple[int, str]] = field(default_factory=set)  # (id(function), param)
     prepared: set[int] = field(default_factory=set)  # accelerate: optimizers prepared
     helpers: set[tuple[str, str]] = field(default_factory=set)  # (helper, module) it is in
+    entry_is_library: bool = False  # setup -> pipeline: the entry only defines things
 
     def helper_lines(self, info: ModuleInfo) -> str:
         """The definitions of the helpers (`rank0_value`, `shard_loader`) `info` uses."""

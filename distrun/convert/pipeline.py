@@ -44,7 +44,7 @@ def run(modules: list[ModuleInfo], options: ConvertOptions) -> list[ConvertResul
     for info in facts.modules:
         tree = apply(ctx.plan, info)
         source, output = info.module.code, tree.code
-        if not info.is_entry and output != source:
+        if (not info.is_entry or ctx.entry_is_library) and output != source:
             output = library.complete(ctx, info, tree).code
         report = ctx.plan.report(info)
         status: Status = "converted" if output != source or info.is_entry else "nothing-to-do"

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from distrun.convert.analysis import Facts
+from distrun.convert.analysis import Facts, walk
 from distrun.convert.build import statements
 from distrun.convert.context import Context, Transform
 from distrun.convert.edits import Plan
@@ -59,6 +59,14 @@ else:  # started without a launcher: a world of one process
 
 def plan_setup(ctx: Context) -> None:
     facts, plan, names = ctx.facts, ctx.plan, ctx.names
+    if runs_nothing(facts.entry.module):
+        ctx.entry_is_library = True
+        plan.finding(None, "setup", "this file only defines functions and classes: it runs no "
+                     "training itself, so it gets no process group (it would start one when "
+                     "imported); its code is converted as a module of a project",
+                     "convert the script that imports and runs it (`distrun convert train.py`): "
+                     "this module is converted with it, and the process group set up there")
+        return
     ctx.need("gc", "torch", "dist", "accelerator" if ctx.accelerate else "os")
     entry = facts.entry
     guard = entry.main_guard
@@ -115,6 +123,23 @@ def plan_setup(ctx: Context) -> None:
 
 
 TRANSFORM = Transform("setup", plan_setup)
+
+
+def runs_nothing(module: cst.Module) -> bool:
+    """Does the module only define (imports, functions, classes, constants, a docstring),
+    with no main guard and no call at its top level?"""
+    for stmt in module.body:
+        if isinstance(stmt, (cst.FunctionDef, cst.ClassDef)) or _is_import(stmt):
+            continue
+        if not isinstance(stmt, cst.SimpleStatementLine):
+            return False  # an if, a loop, a with: code that runs
+        for small in stmt.body:
+            value = small.value if isinstance(small, (cst.Assign, cst.AnnAssign, cst.Expr)) \
+                else None
+            if not isinstance(small, (cst.Assign, cst.AnnAssign, cst.Expr)) or value is None \
+                    or any(isinstance(n, cst.Call) for n in walk(value)):
+                return False
+    return True
 
 
 def _is_import(node: cst.CSTNode) -> bool:
