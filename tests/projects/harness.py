@@ -13,6 +13,11 @@ Each project folder holds `upstream/` (files of a public repository, verbatim),
    prefix), load into the original model class in a plain process, and (where the
    descriptor says `exact: true`) hold the original's weights within 1e-5.
 
+A Jupyter notebook as the entry (`entry: path/NAME.ipynb`, or `notebook: true`): the
+original runs as `NAME_cells.py`, the notebook's code cells joined by the harness's own
+minimal extraction (`notebook_cells`, independent of distrun's) and written beside it;
+`distrun convert NAME.ipynb` writes `NAME_ddp.py` beside it, which the 2 processes run.
+
 By hand:
 
     .venv/bin/python tests/projects/harness.py --all          # a table of every project
@@ -75,6 +80,28 @@ class Project:
     @property
     def entry_in_workdir(self) -> str:
         return os.path.relpath(self.entry, self.workdir)
+
+    @property
+    def is_notebook(self) -> bool:
+        return bool(self.spec.get("notebook")) or self.entry.endswith(".ipynb")
+
+    def _beside_entry(self, suffix: str) -> str:
+        entry = Path(self.entry)
+        return (entry.parent / f"{entry.stem}{suffix}").as_posix()
+
+    @property
+    def single_script(self) -> str:
+        """What the 1-process run starts: the entry, or a notebook's `NAME_cells.py`."""
+        return self._beside_entry("_cells.py") if self.is_notebook else self.entry
+
+    @property
+    def two_script(self) -> str:
+        """What the 2-process run starts: the converted entry, or a notebook's
+        `NAME_ddp.py` (written by `distrun convert NAME.ipynb` beside it)."""
+        return self._beside_entry("_ddp.py") if self.is_notebook else self.entry
+
+    def in_workdir(self, path: str) -> str:
+        return os.path.relpath(path, self.workdir)
 
     @property
     def exact(self) -> bool:
@@ -143,6 +170,63 @@ def descriptor_problems(project: Project) -> list[str]:
     if not isinstance(spec.get("exact"), bool):
         problems.append("exact must be true or false")
     return problems
+
+
+# --------------------------------------------------------------------------- notebooks
+
+# cell magics whose body is Python (the magic line alone goes)
+PYTHON_CELL_MAGICS = frozenset({"time", "timeit", "capture", "prun"})
+
+
+def notebook_cells(data: bytes) -> str:
+    """The harness's own minimal extraction of a notebook (deliberately independent of
+    distrun's): the code cells in order; a line that starts a statement with `%` (line
+    magic) or `!` (shell) becomes `pass` (the block around it stays valid), while a line
+    inside an open bracket, string or backslash continuation is code whatever its first
+    character (`% (a, b)` formatting); a cell opened by a `%%` magic is dropped whole
+    unless its body is Python (`%%time`...)."""
+    notebook = json.loads(data.decode("utf-8"))
+    out: list[str] = []
+    code_cells = [c for c in notebook["cells"] if c.get("cell_type") == "code"]
+    for number, cell in enumerate(code_cells, 1):
+        source = cell.get("source", "")
+        lines = ("".join(source) if isinstance(source, list) else str(source)).splitlines()
+        first = lines[0].strip() if lines else ""
+        if first.startswith("%%"):
+            magic = first[2:].split(maxsplit=1)[0] if len(first) > 2 else ""
+            if magic not in PYTHON_CELL_MAGICS:
+                out.append(f"# cell {number}: dropped by the harness ({first})")
+                continue
+            lines = lines[1:]
+        out.append(f"# cell {number}")
+        statement: list[str] = []  # the lines of a logical line not yet complete
+        for line in lines:
+            stripped = line.lstrip()
+            if not statement and stripped.startswith(("%", "!")):
+                indent = line[: len(line) - len(stripped)]
+                out.append(f"{indent}pass  # harness dropped: {stripped}")
+                continue
+            out.append(line)
+            statement.append(line)
+            if _complete("\n".join(statement) + "\n"):
+                statement = []
+        out.append("")
+    return "\n".join(out)
+
+
+def _complete(text: str) -> bool:
+    """Whether `text` ends its logical line (no open bracket, string or continuation)."""
+    import io
+    import tokenize
+
+    try:
+        for _ in tokenize.generate_tokens(io.StringIO(text).readline):
+            pass
+    except tokenize.TokenError:
+        return False
+    except (SyntaxError, ValueError):
+        return True
+    return True
 
 
 # --------------------------------------------------------------------------- set-up steps
@@ -226,11 +310,16 @@ def _run(args: list[str], cwd: Path, env: dict[str, str], timeout: float = RUN_T
 # --------------------------------------------------------------------------- the four steps
 
 def run_single(project: Project, tmp: Path) -> subprocess.CompletedProcess[str]:
-    """The original project on one process (batch N), in TMP/orig."""
+    """The original project on one process (batch N), in TMP/orig. A notebook runs as
+    its code cells (`notebook_cells`) written to NAME_cells.py beside it, so that the
+    script's folder (sys.path[0]) is the notebook's, as for the converted NAME_ddp.py."""
     root = _copy_upstream(project, tmp / "orig")
+    if project.is_notebook:
+        cells = notebook_cells((root / project.entry).read_bytes())
+        (root / project.single_script).write_text(cells)
     spec = project.spec["single"]
     env = _env(project, root, spec.get("env"))
-    args = [sys.executable, project.entry_in_workdir, *map(str, spec["args"])]
+    args = [sys.executable, project.in_workdir(project.single_script), *map(str, spec["args"])]
     return _run(args, root / project.workdir, env)
 
 
@@ -238,9 +327,14 @@ def convert_project(project: Project, tmp: Path) -> subprocess.CompletedProcess[
     """Converts the project into TMP/conv: a copy of upstream/ converted in place by
     project mode (`distrun convert ENTRY --in-place`: the entry and every local module it
     imports; a folder on the descriptor's `pythonpath`, where an installed package of the
-    repository lives, is given as `--root`)."""
+    repository lives, is given as `--root`). A notebook: `distrun convert NAME.ipynb`,
+    which writes NAME_ddp.py beside it (the notebook itself is left as it is)."""
     root = _copy_upstream(project, tmp / "conv")
     env = _with_distrun(_env(project, root))
+    if project.is_notebook:
+        args = [sys.executable, "-m", "distrun", "convert", str(root / project.entry),
+                *map(str, project.spec.get("convert_args", []))]
+        return _run(args, root, env)
     roots = [arg for p in project.spec.get("pythonpath", []) for arg in ("--root", str(root / p))]
     args = [sys.executable, "-m", "distrun", "convert", str(root / project.entry),
             "--in-place", "--no-backup", *roots,
@@ -255,7 +349,7 @@ def run_two(project: Project, tmp: Path) -> subprocess.CompletedProcess[str]:
     env = _with_distrun(_env(project, root, spec.get("env")))
     args = [sys.executable, "-m", "distrun", "launch", "--nproc-per-node", "2",
             "--timeout", "240", "--log-dir", str(tmp / "launch-logs"),
-            project.entry_in_workdir, *map(str, spec["args"])]
+            project.in_workdir(project.two_script), *map(str, spec["args"])]
     return _run(args, root / project.workdir, env)
 
 
@@ -277,7 +371,8 @@ def compare(project: Project, tmp: Path) -> Comparison:
         "checkpoints": project.spec["checkpoints"],
         "exact": project.exact,
         "tolerance": TOLERANCE,
-        "argv": [project.entry_in_workdir, *map(str, project.spec["single"]["args"])],
+        "argv": [project.in_workdir(project.single_script),
+                 *map(str, project.spec["single"]["args"])],
     }
     env = _env(project, root, project.spec["single"].get("env"))
     env.pop("DISTRUN_SHIM_CAPTURE", None)
@@ -290,6 +385,33 @@ def compare(project: Project, tmp: Path) -> Comparison:
         lines += result.stderr.strip().splitlines()[-15:]
     ok = result.returncode == 0 and bool(lines) and lines[-1] == "COMPARE OK"
     return Comparison(ok, lines)
+
+
+def _definitions_of(module_name: str) -> Any:
+    """MODULE.py of the current folder with only its imports, class and function
+    definitions and constant assignments run (`model: {definitions_only: true}`): the
+    model class of a notebook's NAME_cells.py without training it again."""
+    import ast
+    import types
+
+    path = Path(os.getcwd()) / f"{module_name}.py"
+    tree = ast.parse(path.read_text(), str(path))
+    kept: list[ast.stmt] = []
+    for node in tree.body:
+        if isinstance(node, (ast.Import, ast.ImportFrom, ast.ClassDef, ast.FunctionDef,
+                             ast.AsyncFunctionDef)):
+            kept.append(node)
+        elif isinstance(node, ast.Assign) and all(isinstance(t, ast.Name)
+                                                  for t in node.targets):
+            try:
+                ast.literal_eval(node.value)
+            except (ValueError, TypeError, SyntaxError):
+                continue
+            kept.append(node)
+    module = types.ModuleType(module_name)
+    module.__file__ = str(path)
+    exec(compile(ast.Module(body=kept, type_ignores=[]), str(path), "exec"), module.__dict__)
+    return module
 
 
 def _compare_worker(job: dict[str, Any]) -> int:
@@ -355,7 +477,10 @@ def _compare_worker(job: dict[str, Any]) -> int:
         spec = ckpt.get("model")
         if spec:
             module_name, _, attr = spec["callable"].partition(":")
-            factory = importlib.import_module(module_name)
+            if spec.get("definitions_only"):
+                factory = _definitions_of(module_name)
+            else:
+                factory = importlib.import_module(module_name)
             for part in attr.split("."):
                 factory = getattr(factory, part)
             model = factory(*spec.get("args", []), **spec.get("kwargs", {}))

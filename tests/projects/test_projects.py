@@ -9,6 +9,7 @@ working and the descriptor must be updated.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,7 @@ import pytest
 from tests.projects import harness
 
 NAMES = harness.names()
+NOTEBOOKS = [n for n in NAMES if harness.load(n).is_notebook]
 
 
 def _marks(name: str) -> list[pytest.MarkDecorator]:
@@ -37,6 +39,37 @@ def test_corpus_is_big_enough() -> None:
 def test_descriptor_is_complete_and_upstream_is_verbatim(name: str) -> None:
     """Every key is there, and every upstream file exists with its recorded sha256."""
     assert harness.descriptor_problems(harness.load(name)) == []
+
+
+def test_harness_notebook_extraction_keeps_python_drops_magics() -> None:
+    """The harness's own extraction (independent of distrun's): magics and shell lines
+    at a statement's start go, a `%` continuation line inside brackets stays."""
+    cells = [
+        {"cell_type": "markdown", "source": ["# a title\n", "%not code"]},
+        {"cell_type": "code", "source": ["%matplotlib inline\n", "import os\n",
+                                         "!pip install x\n", "x = ('%d'\n",
+                                         "     % (1,))\n", "if x:\n", "    !ls\n"]},
+        {"cell_type": "code", "source": "%%bash\necho hi\n"},
+        {"cell_type": "code", "source": "%%time\ny = \"\"\"\n%s\n\"\"\" % 2\n"},
+    ]
+    script = harness.notebook_cells(json.dumps({"cells": cells}).encode())
+    compile(script, "cells", "exec")
+    lines = script.splitlines()
+    assert "pass  # harness dropped: %matplotlib inline" in lines
+    assert "pass  # harness dropped: !pip install x" in lines
+    assert "    pass  # harness dropped: !ls" in lines
+    assert "     % (1,))" in lines
+    assert "%s" in lines  # inside a string
+    assert "echo hi" not in script and "%not code" not in script
+    assert 'y = """' in lines
+
+
+@pytest.mark.parametrize("name", NOTEBOOKS)
+def test_notebook_cells_are_python(name: str) -> None:
+    """What the original run of a notebook project executes compiles."""
+    project = harness.load(name)
+    script = harness.notebook_cells((project.upstream / project.entry).read_bytes())
+    compile(script, project.single_script, "exec")
 
 
 @pytest.mark.e2e

@@ -59,6 +59,23 @@ class _SyntheticImages(Dataset):
 class MNIST(_SyntheticImages):
     shape = (28, 28)
 
+    # torchvision's deprecated aliases (old tutorials read `test_data.test_data`)
+    @property
+    def train_data(self):
+        return self.data
+
+    @property
+    def test_data(self):
+        return self.data
+
+    @property
+    def train_labels(self):
+        return self.targets
+
+    @property
+    def test_labels(self):
+        return self.targets
+
 
 class FashionMNIST(MNIST):
     pass
