@@ -3,12 +3,13 @@ notebook itself is never rewritten."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import click
 
 from distrun.convert.options import ConvertOptions
-from distrun.errors import EXIT_FOUND_WORK, EXIT_OK, InputError
+from distrun.errors import EXIT_FOUND_WORK, EXIT_OK, ConvertError, InputError
 
 
 def convert_notebook_command(script: str, output: str | None, in_place: bool,
@@ -32,7 +33,15 @@ def convert_notebook_command(script: str, output: str | None, in_place: bool,
     notebook = script_from_notebook(data, script)
     if not notebook.text.strip():
         raise InputError(f"{script}: no code cells: nothing to convert")
-    result = convert_source(notebook.text, script, options)
+    try:
+        result = convert_source(notebook.text, script, options)
+    except ConvertError as err:  # named by the cell and its line, not the script's line
+        where = re.match(rf"{re.escape(script)}:(\d+):", err.message)
+        cell = notebook.where.get(int(where[1])) if where else None
+        if where is None or cell is None:
+            raise
+        raise ConvertError(f"{script}:cell {cell[0]}:{cell[1]}:" + err.message[where.end():],
+                           err.hint) from None
     for cell, line, what, text in notebook.commented:
         at = next(k for k, v in notebook.where.items() if v == (cell, line))
         shell = what == "shell command"

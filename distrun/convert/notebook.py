@@ -61,15 +61,47 @@ def script_from_notebook(data: bytes, name: str) -> Script:
     return script
 
 
+def _after(line: str, depth: int) -> tuple[int, bool]:
+    """Open brackets after `line` (strings and comments skipped; a string spanning lines
+    is not followed), and whether it ends with a backslash."""
+    quote = ""
+    i = 0
+    while i < len(line):
+        char = line[i]
+        if quote:
+            if char == "\\":
+                i += 1
+            elif line.startswith(quote, i):
+                i += len(quote) - 1
+                quote = ""
+        elif char == "#":
+            break
+        elif char in "\"'":
+            quote = line[i:i + 3] if line[i:i + 3] in ('"""', "'''") else char
+            i += len(quote) - 1
+        elif char in "([{":
+            depth += 1
+        elif char in ")]}":
+            depth = max(depth - 1, 0)
+        i += 1
+    return depth, line.rstrip().endswith("\\")
+
+
 def _cell_lines(script: Script, number: int, text: str, offset: int) -> list[str]:
     body = text.splitlines()
     first = body[0].strip() if body else ""
     magic = first[2:].split(maxsplit=1)[0] if first.startswith("%%") and len(first) > 2 else None
     out: list[str] = []
+    open_brackets, continued = 0, False
     for i, line in enumerate(body, 1):
         script.where[offset + len(out) + 1] = (number, i)
         stripped = line.strip()
         indent = line[: len(line) - len(line.lstrip())]
+        inside = open_brackets > 0 or continued  # `% (a, b)` string formatting goes on
+        open_brackets, continued = _after(line, open_brackets)
+        if inside and (magic is None or magic in _PYTHON_CELL_MAGICS or i == 1):
+            out.append(line)
+            continue
         timed = re.match(r"%(time|timeit)\s+(.+)$", stripped)
         what = None
         if magic is not None and i == 1:

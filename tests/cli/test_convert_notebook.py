@@ -110,3 +110,26 @@ def test_what_is_not_a_notebook_is_exit_2(nb: Path, text: str, said: str) -> Non
     stderr = assert_error(run("convert", nb.name))
     assert said in stderr
     assert not (nb.parent / "train_ddp.py").exists()
+
+
+def test_string_formatting_across_lines_is_python_not_a_magic(nb: Path) -> None:
+    """`print("..." \n % (a, b))`: a line starting with % inside an open bracket is code
+    (rasbt/deeplearning-models writes its progress lines so)."""
+    cells = json.loads(nb.read_text())
+    cells["cells"].append({"cell_type": "code", "metadata": {}, "outputs": [],
+                           "execution_count": None,
+                           "source": ["print('Epoch: %03d | Loss: %.4f'\n",
+                                      "      %(1, 0.5))\n"]})
+    nb.write_text(json.dumps(cells))
+    result = run("convert", nb.name, "-o", "-")
+    assert result.exit_code == 0, result.output
+    assert "      %(1, 0.5))" in result.stdout
+
+
+def test_a_syntax_error_is_named_by_cell_and_line(nb: Path) -> None:
+    cells = json.loads(nb.read_text())
+    cells["cells"].insert(2, {"cell_type": "code", "metadata": {}, "outputs": [],
+                              "execution_count": None, "source": ["x = 1\n", "y = (2\n"]})
+    nb.write_text(json.dumps(cells))
+    stderr = assert_error(run("convert", nb.name))
+    assert stderr.startswith("distrun: error: train.ipynb:cell 2:2:"), stderr
