@@ -37,13 +37,13 @@ def convert_notebook_command(script: str, output: str | None, in_place: bool,
         result = convert_source(notebook.text, script, options)
     except ConvertError as err:  # named by the cell and its line, not the script's line
         where = re.match(rf"{re.escape(script)}:(\d+):", err.message)
-        cell = notebook.where.get(int(where[1])) if where else None
-        if where is None or cell is None:
+        found = notebook.where.get(int(where[1])) if where else None
+        if where is None or found is None:
             raise
-        raise ConvertError(f"{script}:cell {cell[0]}:{cell[1]}:" + err.message[where.end():],
+        raise ConvertError(f"{script}:cell {found[0]}:{found[1]}:" + err.message[where.end():],
                            err.hint) from None
-    for cell, line, what, text in notebook.commented:
-        at = next(k for k, v in notebook.where.items() if v == (cell, line))
+    for number, line, what, text in notebook.commented:
+        at = next(k for k, v in notebook.where.items() if v == (number, line))
         shell = what == "shell command"
         result.findings.append(Finding(
             at, "notebook", "warning" if shell else "info", f"{what}, not Python: `{text}` "
