@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any, TypeVar
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
 from distrun.convert.options import OPTIONS, options_from
 from distrun.errors import EXIT_FOUND_WORK, EXIT_OK, InputError
+
+if TYPE_CHECKING:
+    from distrun.convert.report import ConvertResult
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -120,13 +123,21 @@ def convert(script: str, output: str | None, in_place: bool, no_backup: bool, sh
 
     if show_diff:
         click.echo(render.unified_diff(result.source, result.output, script), nl=False)
+    return show_report(result, script, written, report_format, report_to_stderr, check)
+
+
+def show_report(result: ConvertResult, script: str, written: str | None, report_format: str,
+                to_stderr: bool, check: bool,
+                cells: Mapping[int, tuple[int, int]] | None = None) -> int:
+    """Print the report (text or JSON, on stderr when stdout holds a script or a diff);
+    the exit code: 1 under --check when there is work to do."""
+    from distrun.cli import render
+
     if report_format == "json":
-        click.echo(render.report_json(result, script, written), err=report_to_stderr)
+        click.echo(render.report_json(result, script, written), err=to_stderr)
     else:
-        text = render.report_text(result, script)
+        text = render.report_text(result, script, cells=cells)
         if text:
-            click.echo(text, err=report_to_stderr)
-        click.echo(render.summary(result, script, written), err=report_to_stderr)
-    if check and result.changed:
-        return EXIT_FOUND_WORK
-    return EXIT_OK
+            click.echo(text, err=to_stderr)
+        click.echo(render.summary(result, script, written), err=to_stderr)
+    return EXIT_FOUND_WORK if check and result.changed else EXIT_OK

@@ -9,13 +9,14 @@ from pathlib import Path
 import click
 
 from distrun.convert.options import ConvertOptions
-from distrun.errors import EXIT_FOUND_WORK, EXIT_OK, ConvertError, InputError
+from distrun.errors import ConvertError, InputError
 
 
 def convert_notebook_command(script: str, output: str | None, in_place: bool,
                              show_diff: bool, check: bool, force: bool, report_format: str,
                              options: ConvertOptions) -> int:
     from distrun.cli import render
+    from distrun.cli.convert import show_report
     from distrun.convert import convert_source
     from distrun.convert.notebook import script_from_notebook
     from distrun.convert.report import Finding
@@ -62,13 +63,4 @@ def convert_notebook_command(script: str, output: str | None, in_place: bool,
     if show_diff:
         click.echo(render.unified_diff(notebook.text, result.output,
                                        f"{script} (code cells)"), nl=False)
-    if report_format == "json":
-        click.echo(render.report_json(result, script, written), err=stream)
-    else:
-        text = render.report_text(result, script, cells=notebook.where)
-        if text:
-            click.echo(text, err=stream)
-        click.echo(render.summary(result, script, written), err=stream)
-    if check and result.changed:
-        return EXIT_FOUND_WORK
-    return EXIT_OK
+    return show_report(result, script, written, report_format, stream, check, notebook.where)
