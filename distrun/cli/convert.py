@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any, TypeVar
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
 from distrun.convert.options import OPTIONS, options_from
 from distrun.errors import EXIT_FOUND_WORK, EXIT_OK, InputError
+
+if TYPE_CHECKING:
+    from distrun.convert.report import ConvertResult
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -30,20 +33,32 @@ def convert_options(command: F) -> F:
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
 @click.argument("script", type=click.Path(dir_okay=True, path_type=str))
 @click.option("-o", "--output", "output", metavar="OUT",
-              help="Write the result to OUT ('-': stdout). Default: <stem>_ddp.py beside SCRIPT.")
+              help="Write the result to OUT ('-': stdout). Default: <stem>_ddp.py beside "
+              "SCRIPT; for a project, the folder <folder>_ddp beside its folder.")
 @click.option("--in-place", is_flag=True,
-              help="Rewrite SCRIPT itself; the original is kept as SCRIPT.orig.")
-@click.option("--no-backup", is_flag=True, help="With --in-place: keep no SCRIPT.orig.")
+              help="Rewrite SCRIPT (and the project's changed modules) itself; the "
+              "originals are kept as FILE.orig.")
+@click.option("--no-backup", is_flag=True, help="With --in-place: keep no FILE.orig.")
 @click.option("--diff", "show_diff", is_flag=True, help="Print a unified diff; write nothing.")
 @click.option("--check", is_flag=True,
               help="Write nothing; exit 1 if SCRIPT needs converting, 0 if not.")
 @click.option("--force", is_flag=True, help="Replace an existing OUT (kept as OUT.orig).")
+@click.option("--root", metavar="DIR", type=click.Path(file_okay=False, exists=True),
+              help="The project's top folder, when SCRIPT sits deeper in it: its packages "
+              "(installed with `pip install -e .`, or on PYTHONPATH) are converted too, and "
+              "the copy is of DIR.")
 @convert_options
 @click.option("--report", "report_format", type=click.Choice(["text", "json"]), default="text",
               show_default=True, help="Format of the change report.")
 def convert(script: str, output: str | None, in_place: bool, no_backup: bool, show_diff: bool,
-            check: bool, force: bool, report_format: str, **chosen: Any) -> int:
+            check: bool, force: bool, root: str | None, report_format: str,
+            **chosen: Any) -> int:
     """Rewrite a single-GPU PyTorch SCRIPT into a DistributedDataParallel script.
+
+    When SCRIPT imports modules of its own folder (utils.py, models/, a trainer package),
+    they are converted with it: the result is a copy of the folder, SCRIPT's folder name
+    + _ddp, with the changed modules rewritten (or, with --in-place, the changed files
+    themselves, each kept as FILE.orig).
 
     \b
     Every change and every warning is reported as FILE:LINE. Exit codes:
@@ -58,8 +73,11 @@ def convert(script: str, output: str | None, in_place: bool, no_backup: bool, sh
       distrun convert train.py --in-place      # train.py rewritten, train.py.orig kept
       distrun convert train.py --check         # for CI / pre-commit
     """
+    from pathlib import Path
+
     from distrun.cli import render
     from distrun.convert import convert_source
+    from distrun.convert.project import find_modules
     from distrun.files import default_output, read_script, same_file, write_atomic
 
     modes = [m for m, on in (("-o", output is not None), ("--in-place", in_place),
@@ -70,6 +88,12 @@ def convert(script: str, output: str | None, in_place: bool, no_backup: bool, sh
     if no_backup and not in_place:
         raise InputError("--no-backup only makes sense with --in-place")
 
+    options = options_from(chosen)
+    if script.endswith(".ipynb"):
+        from distrun.cli.convert_notebook import convert_notebook_command
+
+        return convert_notebook_command(script, output, in_place, show_diff, check, force,
+                                        report_format, options)
     if output not in (None, "-") and same_file(output, script):
         raise InputError(f"{output} is the script itself: refusing to overwrite it",
                          "use --in-place to rewrite it (a .orig backup is kept)")
@@ -77,7 +101,12 @@ def convert(script: str, output: str | None, in_place: bool, no_backup: bool, sh
     if source.is_empty:
         raise InputError(f"{script}: empty file (no Python code in it): nothing to convert",
                          "check that this is the script you meant: it holds no code")
-    options = options_from(chosen)
+    top = Path(root) if root is not None else None
+    if len(find_modules(Path(script), top)) > 1:
+        from distrun.cli.convert_project import convert_project_command
+
+        return convert_project_command(script, output, in_place, no_backup, show_diff, check,
+                                       force, report_format, options, root)
     result = convert_source(source.text, script, options)
     written: str | None = None
     report_to_stderr = output == "-" or show_diff
@@ -86,7 +115,7 @@ def convert(script: str, output: str | None, in_place: bool, no_backup: bool, sh
         pass
     elif output == "-":
         click.echo(result.output, nl=False)  # unchanged scripts too: `-o - > x.py` works
-    elif result.changed:
+    elif result.changed or output is not None:  # an explicit OUT always holds the result
         target_file = script if in_place else (output or default_output(script, options.target))
         write_atomic(target_file, source.encode(result.output), like=script,
                      backup=(in_place and not no_backup) or force, force=force or in_place)
@@ -94,13 +123,21 @@ def convert(script: str, output: str | None, in_place: bool, no_backup: bool, sh
 
     if show_diff:
         click.echo(render.unified_diff(result.source, result.output, script), nl=False)
+    return show_report(result, script, written, report_format, report_to_stderr, check)
+
+
+def show_report(result: ConvertResult, script: str, written: str | None, report_format: str,
+                to_stderr: bool, check: bool,
+                cells: Mapping[int, tuple[int, int]] | None = None) -> int:
+    """Print the report (text or JSON, on stderr when stdout holds a script or a diff);
+    the exit code: 1 under --check when there is work to do."""
+    from distrun.cli import render
+
     if report_format == "json":
-        click.echo(render.report_json(result, script, written), err=report_to_stderr)
+        click.echo(render.report_json(result, script, written), err=to_stderr)
     else:
-        text = render.report_text(result, script)
+        text = render.report_text(result, script, cells=cells)
         if text:
-            click.echo(text, err=report_to_stderr)
-        click.echo(render.summary(result, script, written), err=report_to_stderr)
-    if check and result.changed:
-        return EXIT_FOUND_WORK
-    return EXIT_OK
+            click.echo(text, err=to_stderr)
+        click.echo(render.summary(result, script, written), err=to_stderr)
+    return EXIT_FOUND_WORK if check and result.changed else EXIT_OK

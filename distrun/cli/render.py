@@ -4,25 +4,36 @@ from __future__ import annotations
 
 import difflib
 import json
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
+    from distrun.convert.project import ProjectResult
     from distrun.convert.report import ConvertResult, Finding
     from distrun.doctor import CheckResult
     from distrun.launch.runner import RunResult
     from distrun.launch.spec import Command, LaunchSpec
 
 
-def report_text(result: ConvertResult, filename: str) -> str:
+def report_text(result: ConvertResult, filename: str,
+                cells: Mapping[int, tuple[int, int]] | None = None) -> str:
+    """`FILE:LINE: rule: message` per change and finding (a notebook's: `FILE:cell C:LINE`,
+    `cells` mapping the lines of its code-cell script to cells)."""
     lines = []
     for entry in result.sorted_entries():
+        where = f"{filename}:{entry.line}"
+        if cells is not None:
+            cell, line = cells.get(entry.line, (0, 0))
+            where = f"{filename}:cell {cell}:{line}" if cell else filename
         if hasattr(entry, "severity"):
             finding: Finding = entry  # type: ignore[assignment]
-            text = f"{filename}:{entry.line}: {finding.severity}: {entry.message}"
+            text = f"{where}: {finding.severity}: {entry.message}"
             if finding.fix:
                 text += f"\n    fix: {finding.fix}"
         else:
-            text = f"{filename}:{entry.line}: {entry.rule}: {entry.message}"
+            text = f"{where}: {entry.rule}: {entry.message}"
         lines.append(text)
     return "\n".join(lines)
 
@@ -43,6 +54,53 @@ def summary(result: ConvertResult, filename: str, written: str | None) -> str:
         return f"{filename}: nothing to convert"
     where = f" -> {written}" if written else ""
     return (f"{filename}{where}: {len(result.changes)} changes, {warnings} warnings")
+
+
+def project_report_text(result: ProjectResult, shown: Path) -> str:
+    """Every file's changes and findings, `path:line: ...`, the entry first."""
+    parts = [report_text(f.result, str(shown / f.source.rel)) for f in result.files]
+    return "\n".join(p for p in parts if p)
+
+
+def project_summary(result: ProjectResult, shown: Path, written: str | None) -> str:
+    entry = result.entry
+    name = str(shown / entry.source.rel)
+    if entry.result.status != "converted":
+        return summary(entry.result, name, None)
+    changes = sum(len(f.result.changes) for f in result.files)
+    warnings = sum(1 for f in result.files for x in f.result.findings if x.severity != "info")
+    changed = ", ".join(f.source.rel for f in result.changed)
+    where = f" -> {written}" if written else ""
+    return (f"{name}{where}: {len(result.files)} files read, {len(result.changed)} changed "
+            f"({changed}), {changes} changes, {warnings} warnings")
+
+
+def left_out_lines(left_out: list[tuple[str, int]], root: Path, written: str | None
+                   ) -> list[str]:
+    """What the copy left out (data sets, large files) and how to reach it from there."""
+    lines = []
+    for rel, size in left_out:
+        lines.append(f"{written}: not copied: {rel} ({size / (1 << 20):.0f} MiB, no Python "
+                     f"code): link it if the converted project reads it there: "
+                     f"ln -s {root / rel} {written}/{rel}")
+    return lines
+
+
+def project_json(result: ProjectResult, shown: Path, written: str | None,
+                 left_out: list[tuple[str, int]]) -> str:
+    return json.dumps({
+        "entry": str(shown / result.entry.source.rel),
+        "status": result.entry.result.status,
+        "changed": bool(result.changed),
+        "output": written,
+        "not_copied": [{"path": rel, "bytes": size} for rel, size in left_out],
+        "files": [f.result.to_json(str(shown / f.source.rel)) for f in result.files],
+    }, indent=2)
+
+
+def project_diff(result: ProjectResult, shown: Path) -> str:
+    return "".join(unified_diff(f.result.source, f.result.output, str(shown / f.source.rel))
+                   for f in result.changed)
 
 
 def unified_diff(before: str, after: str, filename: str) -> str:

@@ -1,10 +1,14 @@
 """Single-GPU script -> DistributedDataParallel script, by syntax-tree rewriting (LibCST).
 
 `convert_source(text)` returns a `ConvertResult`: the new text, every change and
-every finding with its line. It never prints, never exits, never writes files.
+every finding with its line. `convert_project(entry)` (in `project.py`) converts a
+script together with the local modules it imports. Neither prints, exits or writes.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from distrun.convert.options import ConvertOptions
 from distrun.convert.report import Change, ConvertResult, Finding
@@ -12,48 +16,58 @@ from distrun.errors import ConvertError
 
 __all__ = ["Change", "ConvertOptions", "ConvertResult", "Finding", "convert_source"]
 
+T = TypeVar("T")
+DEEP_STACK_BYTES = 512 * 1024 * 1024
+DEEP_RECURSION_LIMIT = 40_000  # Python's compiler accepts about 3,000 levels of nesting
+
 
 def convert_source(source: str, filename: str = "<string>",
                    options: ConvertOptions | None = None) -> ConvertResult:
     """Convert the text of a script. Raises ConvertError if it is not valid Python, or
     nests too deeply to convert even with a deep stack."""
-    try:
-        return _convert(source, filename, options or ConvertOptions())
-    except RecursionError:
-        pass
-    # Valid Python can nest deeper than the default recursion limit lets LibCST walk (a
-    # generated sum of a thousand terms): once more, on a thread with a deep stack.
-    return _on_a_deep_stack(source, filename, options or ConvertOptions())
+    return with_deep_stack(lambda: _convert(source, filename, options or ConvertOptions()),
+                           filename)
 
 
 def _convert(source: str, filename: str, options: ConvertOptions) -> ConvertResult:
+    from distrun.convert.analysis import ModuleInfo
+    from distrun.convert.pipeline import run
+
+    module = parse(source, filename)
+    return run([ModuleInfo("__main__", filename, module)], options)[0]
+
+
+def parse(source: str, filename: str) -> Any:
+    """The LibCST tree of `source`; ConvertError (naming `filename`) if it is not Python 3
+    that this interpreter and LibCST read."""
     import libcst as cst
 
-    from distrun.convert.pipeline import run
     from distrun.convert.validate import check_python
 
     check_python(source, filename)
     try:
-        module = cst.parse_module(source)
+        return cst.parse_module(source)
     except cst.ParserSyntaxError as err:
         raise ConvertError(f"{filename}: the parser cannot read this file ({err})",
                            "this Python syntax is not supported by LibCST yet") from None
-    return run(source, module, options)
 
 
-DEEP_STACK_BYTES = 512 * 1024 * 1024
-DEEP_RECURSION_LIMIT = 40_000  # Python's compiler accepts about 3,000 levels of nesting
-
-
-def _on_a_deep_stack(source: str, filename: str, options: ConvertOptions) -> ConvertResult:
+def with_deep_stack(work: Callable[[], T], filename: str) -> T:
+    """`work()`; when it runs out of stack (valid Python can nest deeper than the default
+    recursion limit lets LibCST walk: a generated sum of a thousand terms), once more on
+    a thread with a deep stack."""
+    try:
+        return work()
+    except RecursionError:
+        pass
     import sys
     import threading
 
-    outcome: list[ConvertResult | BaseException] = []
+    outcome: list[T | BaseException] = []
 
-    def work() -> None:
+    def run() -> None:
         try:
-            outcome.append(_convert(source, filename, options))
+            outcome.append(work())
         except BaseException as err:  # handed to the caller's thread
             outcome.append(err)
 
@@ -61,7 +75,7 @@ def _on_a_deep_stack(source: str, filename: str, options: ConvertOptions) -> Con
     try:
         threading.stack_size(DEEP_STACK_BYTES)
         sys.setrecursionlimit(max(old_limit, DEEP_RECURSION_LIMIT))
-        thread = threading.Thread(target=work, name="distrun-convert-deep")
+        thread = threading.Thread(target=run, name="distrun-convert-deep")
         thread.start()
         thread.join()
     finally:

@@ -1,10 +1,14 @@
-"""What a script contains, found once and shared by every transform.
+"""What a script (or a project of several modules) contains, found once and shared by
+every transform.
 
-`Facts.build(module)` walks the syntax tree a single time and records: how names
-were imported (so `DataLoader`, `data.DataLoader` and `torch.utils.data.DataLoader`
-all resolve to one qualified name), the enclosing statement, function and class of
-every node, module-level functions and classes, the main guard, every call and
-every `for` loop. Transforms ask questions of these facts; none re-walks the tree.
+`Facts.build(modules)` walks each module's syntax tree a single time and records: how
+names were imported (so `DataLoader`, `data.DataLoader` and `torch.utils.data.DataLoader`
+all resolve to one qualified name, and `from utils import get_loader` to the project's
+own `utils.get_loader`), the enclosing statement, function and class of every node,
+module-level functions and classes, the main guard, every call and every `for` loop.
+Calls resolve across the project's modules: a function defined in `utils.py` and called
+from `train.py` is one function with its call sites in both. Transforms ask questions of
+these facts; none re-walks the trees, and none changes them.
 """
 
 from __future__ import annotations
@@ -16,75 +20,104 @@ from dataclasses import dataclass, field
 import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
 
+from distrun.convert.collect import Collector
+from distrun.convert.syntax import block_body, dotted, keyword, positional, string_value, walk
+
+__all__ = ["Facts", "ModuleInfo", "Scope", "block_body", "dotted", "keyword", "positional",
+           "string_value", "walk"]
+
 Scope = cst.FunctionDef | cst.Module
 
 
-def dotted(expr: cst.BaseExpression) -> str | None:
-    """`a.b.c` for a chain of names and attributes, else None."""
-    if isinstance(expr, cst.Name):
-        return expr.value
-    if isinstance(expr, cst.Attribute):
-        base = dotted(expr.value)
-        return f"{base}.{expr.attr.value}" if base is not None else None
-    return None
+@dataclass
+class ModuleInfo:
+    """One file: its tree and what is defined and imported at its top."""
 
+    name: str  # dotted module name as imports spell it: "train", "utils", "models.resnet"
+    path: str  # the file, as reports name it
+    module: cst.Module
+    is_entry: bool = True
+    imports: dict[str, str] = field(default_factory=dict)  # local name -> qualified name
+    star_imports: list[str] = field(default_factory=list)  # modules of `from X import *`
+    functions: dict[str, cst.FunctionDef] = field(default_factory=dict)
+    classes: dict[str, cst.ClassDef] = field(default_factory=dict)
+    main_guard: cst.If | None = None
+    import_statements: list[cst.SimpleStatementLine] = field(default_factory=list)
+    bound_names: frozenset[str] = frozenset()
+    calls: list[cst.Call] = field(default_factory=list)  # in source order
+    call_starts: list[tuple[int, int]] = field(default_factory=list)
 
-def string_value(expr: cst.BaseExpression) -> str | None:
-    """The value of a plain (non f-) string literal, else None."""
-    if isinstance(expr, cst.SimpleString):
-        value = expr.evaluated_value
-        return value if isinstance(value, str) else None
-    return None
-
-
-def keyword(call: cst.Call, name: str) -> cst.Arg | None:
-    for arg in call.args:
-        if arg.keyword is not None and arg.keyword.value == name:
-            return arg
-    return None
-
-
-def positional(call: cst.Call) -> list[cst.Arg]:
-    return [a for a in call.args if a.keyword is None and not a.star]
+    @property
+    def package(self) -> str:
+        """The package relative imports start from ("" for a top-level module)."""
+        is_package = self.path.replace("\\", "/").endswith("/__init__.py")
+        return self.name if is_package else self.name.rpartition(".")[0]
 
 
 @dataclass
 class Facts:
     """Built once by `Facts.build`; read-only afterwards (transforms only ask)."""
 
-    module: cst.Module
+    modules: list[ModuleInfo]
     lines: dict[cst.CSTNode, int] = field(default_factory=dict)
     spans: dict[cst.CSTNode, tuple[tuple[int, int], tuple[int, int]]] = field(default_factory=dict)
     parent: dict[cst.CSTNode, cst.CSTNode] = field(default_factory=dict)
-    imports: dict[str, str] = field(default_factory=dict)
-    functions: dict[str, cst.FunctionDef] = field(default_factory=dict)
-    classes: dict[str, cst.ClassDef] = field(default_factory=dict)
     calls: list[cst.Call] = field(default_factory=list)
     for_loops: list[cst.For] = field(default_factory=list)
     returns: list[cst.Return] = field(default_factory=list)
+    assigns: list[cst.Assign | cst.AnnAssign] = field(default_factory=list)
+    global_statements: list[cst.Global] = field(default_factory=list)
+    function_defs: list[cst.FunctionDef] = field(default_factory=list)  # at any depth
     attributes: list[cst.Attribute] = field(default_factory=list)
     names: list[cst.Name] = field(default_factory=list)
     strings: list[cst.SimpleString] = field(default_factory=list)
-    bound_names: frozenset[str] = frozenset()  # every name the script binds
-    main_guard: cst.If | None = None
-    import_statements: list[cst.SimpleStatementLine] = field(default_factory=list)
-    _call_starts: list[tuple[int, int]] = field(default_factory=list)
+    bound_names: frozenset[str] = frozenset()  # every name any module binds
+    _roots: dict[int, ModuleInfo] = field(default_factory=dict)
+    _by_name: dict[str, ModuleInfo] = field(default_factory=dict)
+    _owner: dict[int, ModuleInfo] = field(default_factory=dict, repr=False)
+    _sites: dict[int, list[tuple[cst.Call, bool]]] | None = field(default=None, repr=False)
 
     @classmethod
-    def build(cls, module: cst.Module) -> Facts:
-        wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
-        positions = wrapper.resolve(PositionProvider)
-        facts = cls(module=module)
-        facts.lines = {node: pos.start.line for node, pos in positions.items()}
-        facts.spans = {
-            node: ((pos.start.line, pos.start.column), (pos.end.line, pos.end.column))
-            for node, pos in positions.items()
-        }
-        collector = _Collector(facts)
-        module.visit(collector)
-        facts.bound_names = frozenset(collector.bound)
-        facts._call_starts = [facts.spans[c][0] for c in facts.calls]
+    def build(cls, module: cst.Module | Sequence[ModuleInfo]) -> Facts:
+        """Facts of one script (a tree), or of a project (its modules, entry first)."""
+        infos = [ModuleInfo("__main__", "<string>", module)] if isinstance(
+            module, cst.Module) else list(module)
+        facts = cls(modules=infos)
+        bound: set[str] = set()
+        for info in infos:
+            wrapper = MetadataWrapper(info.module, unsafe_skip_copy=True)
+            for node, pos in wrapper.resolve(PositionProvider).items():
+                facts.lines[node] = pos.start.line
+                facts.spans[node] = ((pos.start.line, pos.start.column),
+                                     (pos.end.line, pos.end.column))
+            collector = Collector(facts, info)
+            info.module.visit(collector)
+            info.bound_names = frozenset(collector.bound)
+            info.call_starts = [facts.spans[c][0] for c in info.calls]
+            bound |= collector.bound
+            facts._roots[id(info.module)] = info
+            facts._by_name[info.name] = info
+        facts.bound_names = frozenset(bound)
         return facts
+
+    # -- modules -------------------------------------------------------------------
+
+    @property
+    def entry(self) -> ModuleInfo:
+        return self.modules[0]
+
+    def module_of(self, node: cst.CSTNode) -> ModuleInfo:
+        """The module `node` belongs to."""
+        found = self._owner.get(id(node))
+        if found is None:
+            top = self.top_level_statement(node)
+            root = self.parent.get(top, top)
+            found = self._roots.get(id(root), self.entry)
+            self._owner[id(node)] = found
+        return found
+
+    def local_module(self, name: str) -> ModuleInfo | None:
+        return self._by_name.get(name)
 
     # -- lookups ---------------------------------------------------------------
 
@@ -94,13 +127,14 @@ class Facts:
         return self.lines.get(node, 1)
 
     def qualname(self, expr: cst.BaseExpression) -> str | None:
-        """Resolve `expr` through the script's imports: `nn.Linear` -> `torch.nn.Linear`."""
+        """Resolve `expr` through its module's imports: `nn.Linear` -> `torch.nn.Linear`."""
         name = dotted(expr)
         if name is None:
             return None
         head, _, rest = name.partition(".")
-        if head in self.imports:
-            full = self.imports[head]
+        imports = self.module_of(expr).imports
+        if head in imports:
+            full = imports[head]
             return f"{full}.{rest}" if rest else full
         return name
 
@@ -128,7 +162,7 @@ class Facts:
         return None
 
     def scope(self, node: cst.CSTNode) -> Scope:
-        return self.function(node) or self.module
+        return self.function(node) or self.module_of(node).module
 
     def enclosing_class(self, node: cst.CSTNode) -> cst.ClassDef | None:
         for anc in self.ancestors(node):
@@ -137,14 +171,15 @@ class Facts:
         return None
 
     def top_level_statement(self, node: cst.CSTNode) -> cst.CSTNode:
-        """The module-level statement that holds `node`."""
+        """The module-level statement that holds `node` (the module itself for a module)."""
         current = node
-        while current in self.parent and self.parent[current] is not self.module:
+        while current in self.parent and not isinstance(self.parent[current], cst.Module):
             current = self.parent[current]
         return current
 
     def in_main_guard(self, node: cst.CSTNode) -> bool:
-        return self.main_guard is not None and self.top_level_statement(node) is self.main_guard
+        guard = self.module_of(node).main_guard
+        return guard is not None and self.top_level_statement(node) is guard
 
     def enclosing_loops(self, node: cst.CSTNode) -> Iterator[cst.For | cst.While]:
         """Loops around `node`, innermost first, without leaving its function."""
@@ -158,14 +193,16 @@ class Facts:
         outer, inner = self.spans.get(container), self.spans.get(node)
         if outer is None or inner is None:
             return node is container or any(a is container for a in self.ancestors(node))
-        return outer[0] <= inner[0] and inner[1] <= outer[1]
+        return (outer[0] <= inner[0] and inner[1] <= outer[1]
+                and (len(self.modules) == 1 or self.module_of(node) is self.module_of(container)))
 
     def calls_in(self, container: cst.CSTNode) -> list[cst.Call]:
         """Calls inside `container`, in source order (calls are collected in pre-order)."""
+        info = self.module_of(container)
         span = self.spans[container]
-        lo = bisect.bisect_left(self._call_starts, span[0])
-        hi = bisect.bisect_right(self._call_starts, span[1])
-        return [c for c in self.calls[lo:hi] if self.spans[c][1] <= span[1]]
+        lo = bisect.bisect_left(info.call_starts, span[0])
+        hi = bisect.bisect_right(info.call_starts, span[1])
+        return [c for c in info.calls[lo:hi] if self.spans[c][1] <= span[1]]
 
     def method(self, cls_def: cst.ClassDef, name: str) -> cst.FunctionDef | None:
         for stmt in cls_def.body.body:
@@ -173,25 +210,58 @@ class Facts:
                 return stmt
         return None
 
-    def callee(self, call: cst.Call) -> tuple[cst.FunctionDef, bool] | None:
-        """The script's own function (or `self.method`) that `call` invokes, and
-        whether it is a method (so its first parameter is `self`)."""
-        if isinstance(call.func, cst.Name) and call.func.value in self.functions:
-            return self.functions[call.func.value], False
-        if isinstance(call.func, cst.Name) and call.func.value in self.classes:
-            init = self.method(self.classes[call.func.value], "__init__")
-            return (init, True) if init is not None else None
-        if (
-            isinstance(call.func, cst.Attribute)
-            and isinstance(call.func.value, cst.Name)
-            and call.func.value.value == "self"
-        ):
-            cls_def = self.enclosing_class(call)
-            if cls_def is not None:
-                found = self.method(cls_def, call.func.attr.value)
-                if found is not None:
-                    return found, True
+    def definition(self, qualified: str, depth: int = 0
+                   ) -> cst.FunctionDef | cst.ClassDef | None:
+        """The project's own top-level function or class named `qualified`
+        ("utils.get_loader", "models.ResNet18" through `from .resnet import *`)."""
+        module_name, _, symbol = qualified.rpartition(".")
+        info = self._by_name.get(module_name)
+        if info is None or not symbol or depth > 4:
+            return None
+        found = info.functions.get(symbol) or info.classes.get(symbol)
+        if found is not None:
+            return found
+        if symbol in info.imports and info.imports[symbol] != qualified:
+            return self.definition(info.imports[symbol], depth + 1)
+        for star in info.star_imports:
+            found = self.definition(f"{star}.{symbol}", depth + 1)
+            if found is not None:
+                return found
         return None
+
+    def callee(self, call: cst.Call) -> tuple[cst.FunctionDef, bool] | None:
+        """The project's own function (or `self.method`) that `call` invokes, and
+        whether it is a method (so its first parameter is `self`)."""
+        func = call.func
+        if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) \
+                and func.value.value == "self":
+            cls_def = self.enclosing_class(call)
+            found = self.method(cls_def, func.attr.value) if cls_def is not None else None
+            return (found, True) if found is not None else None
+        target = self.local_definition(call)
+        if isinstance(target, cst.FunctionDef):
+            return target, isinstance(self.parent.get(self.parent.get(target, target)),
+                                      cst.ClassDef)
+        if isinstance(target, cst.ClassDef):
+            init = self.method(target, "__init__")
+            return (init, True) if init is not None else None
+        return None
+
+    def local_definition(self, call: cst.Call) -> cst.FunctionDef | cst.ClassDef | None:
+        """The project's own function or class that `call` names, if any."""
+        info = self.module_of(call)
+        if isinstance(call.func, cst.Name):
+            name = call.func.value
+            if name in info.functions or name in info.classes:
+                return info.functions.get(name) or info.classes.get(name)
+            for star in info.star_imports:
+                found = self.definition(f"{star}.{name}")
+                if found is not None:
+                    return found
+        if len(self.modules) == 1:
+            return None
+        qualified = self.call_name(call)
+        return self.definition(qualified) if qualified and "." in qualified else None
 
     def params(self, func: cst.FunctionDef, is_method: bool) -> list[str]:
         names = [p.name.value for p in func.params.posonly_params] + [
@@ -228,139 +298,22 @@ class Facts:
         return None
 
     def call_sites(self, func: cst.FunctionDef) -> list[tuple[cst.Call, bool]]:
-        return [
-            (c, found[1])
-            for c in self.calls
-            if (found := self.callee(c)) is not None and found[0] is func
-        ]
+        """Every call of `func` in the project (with whether it is called as a method)."""
+        if self._sites is None:
+            sites: dict[int, list[tuple[cst.Call, bool]]] = {}
+            for call in self.calls:
+                found = self.callee(call)
+                if found is not None:
+                    sites.setdefault(id(found[0]), []).append((call, found[1]))
+            self._sites = sites
+        return list(self._sites.get(id(func), []))
 
     def code(self, node: cst.CSTNode) -> str:
-        return self.module.code_for_node(node)
+        return self.module_of(node).module.code_for_node(node)
 
+    def import_statements(self) -> list[cst.SimpleStatementLine]:
+        """Every module's top-level import lines, each once."""
+        return list(dict.fromkeys(s for info in self.modules for s in info.import_statements))
 
-class _Collector(cst.CSTVisitor):
-    def __init__(self, facts: Facts) -> None:
-        self.facts = facts
-        self.stack: list[cst.CSTNode] = []
-        self.bound: set[str] = set()
-
-    def on_visit(self, node: cst.CSTNode) -> bool:
-        if self.stack:
-            self.facts.parent[node] = self.stack[-1]
-        self.stack.append(node)
-        return super().on_visit(node)
-
-    def on_leave(self, original_node: cst.CSTNode) -> None:
-        self.stack.pop()
-        super().on_leave(original_node)
-
-    def visit_Import(self, node: cst.Import) -> None:
-        for alias in node.names:
-            full = dotted(alias.name) or ""
-            if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
-                self.facts.imports[alias.asname.name.value] = full
-            else:
-                head = full.split(".")[0]
-                self.facts.imports[head] = head
-        self._note_import(node)
-
-    def visit_ImportFrom(self, node: cst.ImportFrom) -> None:
-        if node.relative or node.module is None or isinstance(node.names, cst.ImportStar):
-            self._note_import(node)
-            return
-        base = dotted(node.module) or ""
-        for alias in node.names:
-            name = dotted(alias.name) or ""
-            local = name
-            if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
-                local = alias.asname.name.value
-            self.facts.imports[local] = f"{base}.{name}"
-        self._note_import(node)
-
-    def _note_import(self, node: cst.CSTNode) -> None:
-        line = self.facts.parent.get(node)
-        if (
-            isinstance(line, cst.SimpleStatementLine)
-            and self.facts.parent.get(line) is self.facts.module
-        ):
-            self.facts.import_statements.append(line)
-
-    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
-        self.bound.add(node.name.value)
-        if self.facts.parent.get(node) is self.facts.module:
-            self.facts.functions[node.name.value] = node
-        for param in [*node.params.params, *node.params.posonly_params, *node.params.kwonly_params]:
-            self.bound.add(param.name.value)
-
-    def visit_ClassDef(self, node: cst.ClassDef) -> None:
-        self.bound.add(node.name.value)
-        if self.facts.parent.get(node) is self.facts.module:
-            self.facts.classes[node.name.value] = node
-
-    def visit_If(self, node: cst.If) -> None:
-        if self.facts.parent.get(node) is self.facts.module and _is_main_test(node.test):
-            self.facts.main_guard = node
-
-    def visit_Call(self, node: cst.Call) -> None:
-        self.facts.calls.append(node)
-
-    def visit_For(self, node: cst.For) -> None:
-        self.facts.for_loops.append(node)
-
-    def visit_Return(self, node: cst.Return) -> None:
-        self.facts.returns.append(node)
-
-    def visit_Attribute(self, node: cst.Attribute) -> None:
-        self.facts.attributes.append(node)
-
-    def visit_Name(self, node: cst.Name) -> None:
-        self.facts.names.append(node)
-
-    def visit_SimpleString(self, node: cst.SimpleString) -> None:
-        self.facts.strings.append(node)
-
-    def visit_AssignTarget(self, node: cst.AssignTarget) -> None:
-        _bind(self.bound, node.target)
-
-    def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
-        _bind(self.bound, node.target)
-
-    def visit_CompFor(self, node: cst.CompFor) -> None:
-        _bind(self.bound, node.target)
-
-    def visit_For_target(self, node: cst.For) -> None:
-        _bind(self.bound, node.target)
-
-
-def _bind(names: set[str], target: cst.BaseExpression) -> None:
-    if isinstance(target, cst.Name):
-        names.add(target.value)
-    elif isinstance(target, (cst.Tuple, cst.List)):
-        for element in target.elements:
-            _bind(names, element.value)
-
-
-def _is_main_test(test: cst.BaseExpression) -> bool:
-    if not isinstance(test, cst.Comparison) or len(test.comparisons) != 1:
-        return False
-    left, right = test.left, test.comparisons[0].comparator
-    values = {dotted(left) or string_value(left), dotted(right) or string_value(right)}
-    return values == {"__name__", "__main__"}
-
-
-def block_body(node: cst.CSTNode) -> Sequence[cst.BaseStatement]:
-    """The statements of a compound statement's indented block ([] for a one-line suite)."""
-    body = getattr(node, "body", None)
-    if isinstance(body, cst.IndentedBlock):
-        return list(body.body)
-    if isinstance(node, cst.Module):
-        return list(node.body)
-    return []
-
-
-def walk(node: cst.CSTNode) -> list[cst.CSTNode]:
-    """`node` and every node below it, in source order."""
-    found = [node]
-    for child in node.children:
-        found += walk(child)
-    return found
+    def classes(self) -> list[cst.ClassDef]:
+        return [cls for info in self.modules for cls in info.classes.values()]

@@ -13,12 +13,13 @@ from typing import Any
 
 import libcst as cst
 
+from distrun.convert.analysis import ModuleInfo
 from distrun.convert.build import comment_lines
 from distrun.convert.edits import Plan, Wrapper
 
 
-def apply(plan: Plan) -> cst.Module:
-    """The module with every edit of `plan` made."""
+def apply(plan: Plan, info: ModuleInfo) -> cst.Module:
+    """The module of `info` with every edit of `plan` made to it."""
     hot: set[int] = set()
     for node in [*plan.replace, *plan.before, *plan.after, *plan.wraps]:
         hot.add(id(node))
@@ -27,7 +28,7 @@ def apply(plan: Plan) -> cst.Module:
     # holding a rewritten expression.
     checked = {id(node if isinstance(node, cst.BaseStatement) else
                   plan.facts.statement(node)) for node in plan.replace}
-    module = plan.facts.module
+    module = info.module
     # A form feed in the indentation resets Python's column count, so a block nested
     # with it can come out inconsistent (TabError): blocks the converter adds are
     # indented with what follows the last form feed; the script's own keep theirs.
@@ -86,7 +87,11 @@ class _Applier(cst.CSTTransformer):
         after = self.plan.after.get(original_node, [])
         result: cst.CSTNode | cst.FlattenSentinel[cst.CSTNode] = node
         if before or after:
-            kept = [node] if isinstance(node, cst.BaseStatement) else []
+            kept: list[cst.CSTNode] = [node] if isinstance(node, cst.BaseStatement) else []
+            if before and kept and id(original_node) in self.plan.leads:
+                lines = getattr(node, "leading_lines", ())
+                before = [before[0].with_changes(leading_lines=lines), *before[1:]]
+                kept = [node.with_changes(leading_lines=())]
             result = cst.FlattenSentinel([*before, *kept, *after])
         if isinstance(original_node, cst.BaseStatement):
             result = self._keep_comment_lines(original_node, result)

@@ -43,7 +43,7 @@ def autocast_forward(ctx: Context, backward_stmt: cst.CSTNode, loss: str, mixed:
                      f"wrap the forward pass and loss in `with torch.autocast(\"cuda\", "
                      f"dtype=torch.{mixed.dtype}):`")
         return
-    refs = ctx.model_refs()
+    refs = ctx.model_calls()
     aliases = initialized_models(ctx)
     first = loss_at
     for i in range(loss_at, -1, -1):

@@ -16,11 +16,12 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
-from distrun.convert.analysis import Facts
+from distrun.convert.analysis import Facts, ModuleInfo
 from distrun.convert.edits import Plan
+from distrun.convert.flow import Flow
+from distrun.convert.models import Model
 from distrun.convert.names import Names
 from distrun.convert.options import ConvertOptions
-from distrun.convert.wrapped import WrappedModel, reference_ids
 
 
 @dataclass(frozen=True)
@@ -46,27 +47,51 @@ class Context:
     plan: Plan
     names: Names
     options: ConvertOptions
-    imports: set[str] = field(default_factory=set)  # keys of imports.IMPORTS to add
+    imports: dict[str, set[str]] = field(default_factory=dict)  # module -> IMPORTS keys
     # -- handed from one transform to later ones --------------------------------------
-    models: list[WrappedModel] = field(default_factory=list)  # model -> amp, eval, saves
+    models: list[Model] = field(default_factory=list)  # model -> amp, accumulation
+    ddp_calls: dict[int, str] = field(default_factory=dict)  # id(forward call) -> its DDP
+    ddp_arguments: set[int] = field(default_factory=set)  # ids of Args passing a DDP object
+    ddp_params: set[tuple[int, str]] = field(default_factory=set)  # (id(function), param)
+    prepared: set[int] = field(default_factory=set)  # accelerate: optimizers prepared
+    helpers: set[tuple[str, str]] = field(default_factory=set)  # (helper, module) it is in
+    entry_is_library: bool = False  # setup -> pipeline: the entry only defines things
+
+    def helper_lines(self, info: ModuleInfo) -> str:
+        """The definitions of the helpers (`rank0_value`, `shard_loader`) `info` uses."""
+        from distrun.convert.transforms import agree, rebuild
+
+        code = {"rank0_value": agree.helper_code, "shard_loader": rebuild.helper_code}
+        return "".join(code[h](self) for h, m in sorted(self.helpers) if m == info.name)
     loaders_to_prepare: list[LoaderToPrepare] = field(default_factory=list)  # data -> model
     eval_loaders: list[EvalLoader] = field(default_factory=list)  # data -> evaluation
     setup_lines: list[str] = field(default_factory=list)  # any -> setup: code it appends
-    _model_refs: set[int] | None = field(default=None, repr=False)
+    _flow: Flow | None = field(default=None, repr=False)
 
     @property
     def accelerate(self) -> bool:
         return self.options.target == "accelerate"
 
-    def need(self, *keys: str) -> None:
-        """The converted script needs these imports (keys of `imports.IMPORTS`)."""
-        self.imports.update(keys)
+    def need(self, *keys: str, at: cst.CSTNode | None = None) -> None:
+        """The module of `at` (default: the entry script) needs these imports (keys of
+        `imports.IMPORTS`)."""
+        info = self.facts.module_of(at) if at is not None else self.facts.entry
+        self.imports.setdefault(info.name, set()).update(keys)
 
-    def model_refs(self) -> set[int]:
-        """ids of every expression denoting a wrapped model (after the model transform)."""
-        if self._model_refs is None:
-            self._model_refs = reference_ids(self.facts, self.models)
-        return self._model_refs
+    def imports_for(self, info: ModuleInfo) -> set[str]:
+        return self.imports.get(info.name, set())
+
+    @property
+    def flow(self) -> Flow:
+        """Where objects go in the project (built once, on first use)."""
+        if self._flow is None:
+            self._flow = Flow(self.facts)
+        return self._flow
+
+    def model_calls(self) -> set[int]:
+        """ids of the callee expressions of every forward call of a model (training or
+        not), after the model transform."""
+        return {id(c.func) for m in self.models for c in [*m.forwards, *m.other_calls]}
 
     def unwrap(self, code: str) -> str:
         """The model inside the wrapper the target puts around it."""
@@ -74,10 +99,11 @@ class Context:
             return f"{self.names.accelerator}.unwrap_model({code})"
         return f"{code}.module"
 
-    def barrier(self) -> str:
+    def barrier(self, at: cst.CSTNode | None = None) -> str:
+        """Code that waits for every rank (in the module of `at`)."""
         if self.accelerate:
             return f"{self.names.accelerator}.wait_for_everyone()"
-        self.need("dist")
+        self.need("dist", at=at)
         return f"{self.names.dist}.barrier()"
 
 

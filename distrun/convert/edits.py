@@ -15,11 +15,19 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
-from distrun.convert.analysis import Facts
+from distrun.convert.analysis import Facts, ModuleInfo
 from distrun.convert.build import Rewrite, constant
 from distrun.convert.report import Change, Finding, Severity
 
 Wrapper = Callable[[list[cst.BaseStatement]], cst.BaseStatement]
+
+
+@dataclass
+class Report:
+    """What the plan says about one file: its changes and findings."""
+
+    changes: list[Change] = field(default_factory=list)
+    findings: list[Finding] = field(default_factory=list)
 
 
 @dataclass
@@ -36,21 +44,29 @@ class Plan:
     wraps: dict[cst.CSTNode, list[tuple[cst.CSTNode, cst.CSTNode, Wrapper]]] = field(
         default_factory=lambda: defaultdict(list)
     )
-    changes: list[Change] = field(default_factory=list)
-    findings: list[Finding] = field(default_factory=list)
+    reports: dict[str, Report] = field(default_factory=dict)  # by module name
     touched_top_level: list[cst.CSTNode] = field(default_factory=list)
+    leads: set[int] = field(default_factory=set)  # statements whose leading lines move up
 
     # -- the report ----------------------------------------------------------------
 
     def change(self, node: cst.CSTNode, rule: str, message: str) -> None:
-        self.changes.append(Change(self.facts.line(node), rule, message))
+        self._report(node).changes.append(Change(self.facts.line(node), rule, message))
 
     def finding(
         self, node: cst.CSTNode | None, rule: str, message: str, fix: str = "",
         severity: Severity = "warning",
     ) -> None:
+        """A finding at `node` (None: about the whole script, at line 1 of the entry)."""
         line = self.facts.line(node) if node is not None else 1
-        self.findings.append(Finding(line, rule, severity, message, fix))
+        self._report(node).findings.append(Finding(line, rule, severity, message, fix))
+
+    def report(self, info: ModuleInfo) -> Report:
+        return self.reports.get(info.name, Report())
+
+    def _report(self, node: cst.CSTNode | None) -> Report:
+        info = self.facts.module_of(node) if node is not None else self.facts.entry
+        return self.reports.setdefault(info.name, Report())
 
     # -- the edits -----------------------------------------------------------------
 
@@ -58,7 +74,12 @@ class Plan:
         self.replace[node].append(fn)
         self._touch(node)
 
-    def insert_before(self, stmt: cst.CSTNode, new: Sequence[cst.BaseStatement]) -> None:
+    def insert_before(self, stmt: cst.CSTNode, new: Sequence[cst.BaseStatement],
+                      lead: bool = False) -> None:
+        """Statements before `stmt`; with `lead`, the comments and blank lines above
+        `stmt` go above them (they open a step of which `stmt` is part)."""
+        if lead and not self.before.get(stmt):
+            self.leads.add(id(stmt))
         self.before[stmt].extend(new)
         self._touch(stmt)
 

@@ -1,64 +1,94 @@
-"""The conversion pipeline: one parse, the gates, the transforms in order, one rewrite.
+"""The conversion pipeline: the gates, the transforms in order, one rewrite per module.
 
-Gates come first: a script that is already distributed, or starts its own processes,
-or does not train, is returned unchanged with the reason. Otherwise every transform of
-`transforms.PIPELINE` whose condition holds for the options records its edits on one
-shared context, and the plan is applied in a single pass.
+Gates come first: a script (or project) that is already distributed, or starts its own
+processes, or does not train, is returned unchanged with the reason. Otherwise every
+transform of `transforms.PIPELINE` whose condition holds for the options records its
+edits on one shared context, and the plan is applied to each module in a single pass;
+modules other than the entry then get the names their new code uses.
 """
 
 from __future__ import annotations
 
-import libcst as cst
-
-from distrun.convert.analysis import Facts
+from distrun.convert import library
+from distrun.convert.analysis import Facts, ModuleInfo
 from distrun.convert.apply import apply
 from distrun.convert.context import Context
 from distrun.convert.edits import Plan
 from distrun.convert.idioms import DATALOADER, is_backward, is_optimizer
 from distrun.convert.names import Names
 from distrun.convert.options import ConvertOptions
-from distrun.convert.report import ConvertResult, Finding
-from distrun.convert.transforms import PIPELINE
+from distrun.convert.report import ConvertResult, Finding, Status
+from distrun.convert.transforms import PIPELINE, halfdone
 from distrun.convert.transforms.detect import already_distributed, spawns_processes
+from distrun.convert.transforms.halfdone import local_rank_option
 
 
-def run(source: str, module: cst.Module, options: ConvertOptions) -> ConvertResult:
-    facts = Facts.build(module)
-    stopped = _gate(source, facts)
+def run(modules: list[ModuleInfo], options: ConvertOptions) -> list[ConvertResult]:
+    """Convert the modules of a script or project (entry first): one result each."""
+    facts = Facts.build(modules)
+    stopped = _gate(facts)
+    pipeline = PIPELINE
+    if stopped is not None and stopped[0] == "already-distributed" and local_rank_option(facts):
+        stopped, pipeline = None, (halfdone.COMPLETE,)  # written for the old launcher
     if stopped is not None:
-        return stopped
-    ctx = Context(facts, Plan(facts), Names.avoiding(facts.bound_names, facts.imports), options)
-    for transform in PIPELINE:
+        why, finding, where = stopped
+        return [ConvertResult(m.module.code, m.module.code,
+                              why if m is where or m.is_entry else "nothing-to-do",
+                              findings=[finding] if m is where else [])
+                for m in facts.modules]
+    ctx = Context(facts, Plan(facts), _names(facts), options)
+    for transform in pipeline:
         if transform.applies(options):
             transform.run(ctx)
-    output = apply(ctx.plan).code
-    return ConvertResult(source, output, "converted", ctx.plan.changes, ctx.plan.findings)
+    results = []
+    for info in facts.modules:
+        tree = apply(ctx.plan, info)
+        source, output = info.module.code, tree.code
+        if (not info.is_entry or ctx.entry_is_library) and output != source:
+            output = library.complete(ctx, info, tree).code
+        report = ctx.plan.report(info)
+        status: Status = "converted" if output != source or info.is_entry else "nothing-to-do"
+        results.append(ConvertResult(source, output, status, report.changes, report.findings))
+    return results
 
 
-def _gate(source: str, facts: Facts) -> ConvertResult | None:
-    """The result for a script that must not be converted, or None."""
+def _names(facts: Facts) -> Names:
+    """Names chosen once for the whole project: they avoid what any module binds, and
+    reuse an import only where every module that binds the name imports that."""
+    imports: dict[str, str] = {}
+    for info in facts.modules:
+        for name, qualified in info.imports.items():
+            imports[name] = qualified if imports.get(name, qualified) == qualified \
+                else "<several>"
+    return Names.avoiding(facts.bound_names, imports)
+
+
+def _gate(facts: Facts) -> tuple[Status, Finding, ModuleInfo] | None:
+    """Why the project must not be converted (status, finding and where), or None."""
     found = already_distributed(facts)
     if found is not None:
-        return ConvertResult(source, source, "already-distributed", findings=[Finding(
+        return "already-distributed", Finding(
             facts.line(found), "detect", "info",
-            f"already distributed (`{facts.code(found.func)}`): left unchanged")])
+            f"already distributed (`{facts.code(found.func)}`): left unchanged"), \
+            facts.module_of(found)
     found = spawns_processes(facts)
     if found is not None:
-        return ConvertResult(source, source, "unsupported", findings=[Finding(
+        return "unsupported", Finding(
             facts.line(found), "detect", "warning",
             f"the script starts its own processes (`{facts.code(found.func)}`): not converted",
             "let torchrun start the processes: call the worker function directly once per "
-            "process and convert that script")])
+            "process and convert that script"), facts.module_of(found)
     if not _looks_like_training(facts):
-        return ConvertResult(source, source, "nothing-to-do", findings=[Finding(
+        return "nothing-to-do", Finding(
             1, "detect", "info", "no PyTorch training found (no optimizer, DataLoader or "
-            "backward() on a torch import): nothing to convert")])
+            "backward() on a torch import): nothing to convert"), facts.entry
     return None
 
 
 def _looks_like_training(facts: Facts) -> bool:
     """Torch is imported and something trains: an optimizer, a DataLoader or a backward()."""
-    uses_torch = any(q == "torch" or q.startswith("torch.") for q in facts.imports.values())
+    uses_torch = any(q == "torch" or q.startswith("torch.")
+                     for info in facts.modules for q in info.imports.values())
     return uses_torch and any(
         is_backward(call) or is_optimizer(facts, call) or facts.call_name(call) in DATALOADER
         for call in facts.calls)

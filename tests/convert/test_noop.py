@@ -56,6 +56,12 @@ def line_of(source: str, needle: str) -> int:
         ("directories", 'os.makedirs("out", exist_ok=True)\n'),
         ("directories", 'found = os.path.isdir("out")\n'),
         ("directories", 'folder.mkdir()  # not known to be a pathlib.Path\n'),
+        ("loss", "mean = nn.functional.mse_loss(model(torch.zeros(1, 2)), torch.zeros(1, 1))\n"),
+        ("download", 'dataset = datasets.MNIST("data", download=False)\n'),
+        ("agree", "start = time.time()  # a timer, not the name of a run\n"),
+        ("agree", 'run_name = "fixed"\n'),
+        ("output", 'logging.error("disk full")\n'),
+        ("output", 'content = open("notes.txt").read()\n'),
     ],
 )
 def test_rewrite_leaves_alone(rule: str, snippet: str) -> None:

@@ -20,7 +20,7 @@ from functools import partial
 
 import libcst as cst
 
-from distrun.convert.analysis import Facts, dotted, walk
+from distrun.convert.analysis import Facts, walk
 from distrun.convert.build import with_block
 from distrun.convert.context import Context, Transform
 from distrun.convert.idioms import is_backward, is_optimizer_step
@@ -28,8 +28,7 @@ from distrun.convert.idioms import is_backward, is_optimizer_step
 
 def plan_no_sync(ctx: Context) -> None:
     facts, plan = ctx.facts, ctx.plan
-    refs = {id(r): dotted(r) for m in ctx.models  # type: ignore[arg-type]
-            for r in m.references(facts)}
+    ddp = ctx.ddp_calls
     found = False
     for call in facts.calls:
         if not is_backward(call):
@@ -49,7 +48,7 @@ def plan_no_sync(ctx: Context) -> None:
         first = index
         model_code = None
         for i in range(index, -1, -1):
-            called = [refs[id(c.func)] for c in facts.calls_in(body[i]) if id(c.func) in refs]
+            called = [ddp[id(c)] for c in facts.calls_in(body[i]) if id(c) in ddp]
             if called:
                 first, model_code = i, called[0]
         if model_code is None:
@@ -66,7 +65,7 @@ def plan_no_sync(ctx: Context) -> None:
         nullcontext = f"{ctx.names.contextlib}.nullcontext()"
         head = f"({sync} if not ({cond}) else {nullcontext})"
         plan.wrap(body[first], backward, partial(with_block, head))
-        ctx.need("contextlib")
+        ctx.need("contextlib", at=backward)
         plan.change(body[first], "grad-accum", f"micro-steps that do not step the optimizer "
                     f"run under `{sync}`: their gradients are not all-reduced")
         found = True

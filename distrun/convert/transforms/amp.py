@@ -59,7 +59,7 @@ def _modernise(ctx: Context) -> None:
 
 def _drop_cuda_amp_imports(ctx: Context) -> None:
     facts, plan = ctx.facts, ctx.plan
-    for stmt in dict.fromkeys(facts.import_statements):  # a line with 2 imports is there twice
+    for stmt in facts.import_statements():
         for small in stmt.body:
             if isinstance(small, cst.ImportFrom) and dotted(small.module or cst.Name("x")) in (
                     "torch.cuda.amp",):
@@ -103,8 +103,9 @@ def _add_amp(ctx: Context, amp: str) -> None:
             plan.insert_after(anchor, [statement(create)])
         else:  # the steps run in other functions: one scaler for the whole script
             ctx.setup_lines.append(create)
-        plan.change(anchor or facts.module, "amp", f"`{scaler} = torch.amp.GradScaler(\"cuda\")` "
-                    "for fp16 (enabled with CUDA only)")
+        plan.change(anchor or facts.entry.module, "amp",
+                    f"`{scaler} = torch.amp.GradScaler(\"cuda\")` for fp16 (enabled with "
+                    "CUDA only)")
     if not done:
         plan.finding(None, "amp", f"--amp {amp}: no `loss.backward()` found to put under autocast",
                      "wrap the forward pass in `torch.autocast` yourself")

@@ -62,7 +62,7 @@ def migrate_apex(ctx: Context) -> bool:
             plan.change(call, "amp", f"`amp.{method}` -> `{scaler}.{method}` (the GradScaler's "
                         "state)")
     _drop_apex_imports(ctx)
-    ctx.need("torch")
+    ctx.need("torch", at=inits[0] if inits else scale_withs[0])
     return True
 
 
@@ -113,7 +113,7 @@ def _create_scaler(ctx: Context, scaler: str, scale_withs: list[cst.Call]) -> No
 
 def _drop_apex_imports(ctx: Context) -> None:
     facts, plan = ctx.facts, ctx.plan
-    for stmt in dict.fromkeys(facts.import_statements):  # a line with 2 imports is there twice
+    for stmt in facts.import_statements():
         for small in stmt.body:
             module = dotted(small.module) if isinstance(small, cst.ImportFrom) and small.module \
                 else None

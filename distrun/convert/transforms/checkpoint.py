@@ -18,21 +18,14 @@ import libcst as cst
 from distrun.convert.analysis import Facts, block_body, keyword, positional
 from distrun.convert.build import Rewrite, append_keyword, expression, guard_rank0, statement
 from distrun.convert.context import Context, Transform
-from distrun.convert.transforms.model import through_wrapper
 
 
 def plan_checkpoints(ctx: Context) -> None:
     facts, plan = ctx.facts, ctx.plan
-    refs = ctx.model_refs()
     rank, dev = ctx.names.rank, ctx.names.device
     for call in facts.calls:
         name = facts.call_name(call)
         if name == "torch.save":
-            args = positional(call)
-            if args and id(args[0].value) in refs:
-                plan.rewrite(args[0].value, through_wrapper(ctx))
-                plan.change(call, "checkpoint", "save the model inside the DDP wrapper, not "
-                            "the wrapper")
             stmt = facts.statement(call)
             opened = _file_opened_around(facts, stmt) if stmt is not None else None
             if opened is not None:
@@ -44,14 +37,14 @@ def plan_checkpoints(ctx: Context) -> None:
             ):
                 assert stmt is not None
                 plan.rewrite(stmt, lambda n: guard_rank0(n, rank))
-                barrier = ctx.barrier()
+                barrier = ctx.barrier(at=call)
                 plan.insert_after(stmt, [statement(f"{barrier}\n")])
                 plan.change(call, "checkpoint", "checkpoint saved by rank 0 only, then "
                             f"`{barrier}` so no rank reads it before it is written")
             else:
                 plan.finding(call, "checkpoint", "`torch.save` not alone on its line: every "
                              "rank writes the file", f"save under `if {rank} == 0:` then call "
-                             f"`{ctx.barrier()}`")
+                             f"`{ctx.barrier(at=call)}`")
         elif name == "torch.load" and keyword(call, "map_location") is None:
             if len(positional(call)) >= 2:
                 continue

@@ -26,10 +26,13 @@ from distrun.convert.context import Context, EvalLoader, LoaderToPrepare, Transf
 from distrun.convert.idioms import (
     DATALOADER,
     ITERABLE_DATASET,
-    assigns_inside,
     origin_names,
     train_loops,
+    trains,
+    unwrap_iter,
 )
+from distrun.convert.transforms.epochs import place_set_epoch, set_epoch_on_new_iterators
+from distrun.convert.transforms.rebuild import draw_per_rank, rebuild_unseen_loaders
 
 _LOADER_PARAMS = [
     "dataset", "batch_size", "shuffle", "sampler", "batch_sampler", "num_workers",
@@ -42,21 +45,21 @@ _TRAIN_NAME = re.compile(r"train", re.IGNORECASE)
 def plan_data(ctx: Context) -> None:
     facts, plan = ctx.facts, ctx.plan
     loaders = [c for c in facts.calls if facts.call_name(c) in DATALOADER]
-    if not loaders:
-        plan.finding(None, "data", "no DataLoader found: batches seem to be built by hand, "
-                     "so every rank would train on the same data",
-                     "wrap the data in a Dataset and a DataLoader, or slice it per rank: "
-                     "`data[RANK::WORLD_SIZE]`")
-        return
     loops = train_loops(facts)
     train_names: set[str] = set()
     for tl in loops:
         train_names |= origin_names(facts, tl.loader, facts.scope(tl.loop), 0)
     sharded: set[str] = set()
+    mixed: set[str] = set()
     for call in loaders:
         names = _construction_names(facts, call)
         kind, why = _classify(names, train_names, len(loaders))
-        if kind == "train":
+        if kind == "train" and _builds_both(facts, call, names, train_names):
+            mixed |= names
+            plan.finding(call, "data", "this function builds training and evaluation loaders "
+                         f"({', '.join(sorted(names))}): left as it is; the training one is "
+                         "sharded where it is used", severity="info")
+        elif kind == "train":
             if _add_sampler(ctx, call, why):
                 sharded |= names
         elif kind == "eval" and ctx.options.eval_shard and not ctx.accelerate:
@@ -69,10 +72,21 @@ def plan_data(ctx: Context) -> None:
                          "left unsharded (every rank reads all of it)",
                          "if it feeds training, pass `sampler=DistributedSampler(dataset, "
                          "shuffle=...)` and drop `shuffle`")
+    built = {n for call in loaders for n in _construction_names(facts, call)} - mixed
+    sharded |= rebuild_unseen_loaders(ctx, loops, built)
+    if not loaders and not sharded:
+        plan.finding(None, "data", "no DataLoader found: batches seem to be built by hand, "
+                     "so every rank would train on the same data",
+                     "wrap the data in a Dataset and a DataLoader, or slice it per rank: "
+                     "`data[RANK::WORLD_SIZE]`")
+        return
     placed: set[tuple[int, str]] = set()
     for tl in loops:
         if origin_names(facts, tl.loader, facts.scope(tl.loop), 0) & sharded:
-            _place_set_epoch(ctx, tl.loop, tl.loader, facts.scope(tl.loop), 0, placed)
+            place_set_epoch(ctx, tl.loop, tl.loader, facts.scope(tl.loop), 0, placed)
+    if not ctx.accelerate:
+        set_epoch_on_new_iterators(ctx, sharded)
+    _measured_on_training_data(ctx, sharded)
 
 
 TRANSFORM = Transform("data", plan_data)
@@ -142,6 +156,15 @@ def _tuple_target_names(assign: cst.Assign, index: int) -> set[str]:
     return names
 
 
+def _builds_both(facts: Facts, call: cst.Call, names: set[str], train_names: set[str]
+                 ) -> bool:
+    """A helper returning the loaders of several splits (`get_loader("train")` and
+    `get_loader("test")`): its callers name them for training and for evaluation."""
+    evaluates = {n for n in names if _EVAL_NAME.search(n)}
+    trains = (names - evaluates) & train_names or {n for n in names if _TRAIN_NAME.search(n)}
+    return facts.function(call) is not None and bool(evaluates) and bool(trains)
+
+
 def _classify(names: set[str], train_names: set[str], count: int) -> tuple[str, str]:
     if names & train_names:
         return "train", "it feeds the training loop"
@@ -156,7 +179,10 @@ def _classify(names: set[str], train_names: set[str], count: int) -> tuple[str, 
 
 def _add_sampler(ctx: Context, call: cst.Call, why: str) -> bool:
     facts, plan = ctx.facts, ctx.plan
-    if keyword(call, "sampler") or keyword(call, "batch_sampler") or len(positional(call)) > 3:
+    given = keyword(call, "sampler")
+    if given is not None and isinstance(given.value, cst.Call) and draw_per_rank(ctx, given.value):
+        return False  # each rank draws its own: no DistributedSampler, no set_epoch
+    if given or keyword(call, "batch_sampler") or len(positional(call)) > 3:
         plan.finding(call, "data", "this training DataLoader already has a sampler: "
                      "it was not sharded, so every rank reads the whole dataset",
                      "shard it yourself: wrap the sampler's indices per rank, or use "
@@ -195,7 +221,7 @@ def _add_sampler(ctx: Context, call: cst.Call, why: str) -> bool:
     else:
         shuffle = "False"
     sampler = f"{ctx.names.sampler}({ds_code}, shuffle={shuffle})"
-    ctx.need("sampler")
+    ctx.need("sampler", at=call)
     plan.rewrite(call, _rebuild_loader(sampler))
     plan.change(call, "data", f"DataLoader sharded with `{sampler}` ({why}); `shuffle` moved "
                 "to the sampler. Each rank now reads 1/WORLD_SIZE of the data: the global batch "
@@ -214,8 +240,8 @@ def _is_iterable_dataset(facts: Facts, expr: cst.BaseExpression) -> bool:
                     return True
         return False
     if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Name):
-        cls = facts.classes.get(expr.func.value)
-        return cls is not None and any(
+        cls = facts.local_definition(expr)
+        return isinstance(cls, cst.ClassDef) and any(
             facts.qualname(b.value) in ITERABLE_DATASET for b in cls.bases)
     return False
 
@@ -229,7 +255,9 @@ def _hoist_dataset(ctx: Context, call: cst.Call, ds_arg: cst.Arg) -> str | None:
                      "assign the dataset to a variable first, then convert again")
         return None
     base = "dataset"
-    stems = [n.replace("loader", "").strip("_") for n in _construction_names(facts, call)]
+    named = sorted((n for n in _construction_names(facts, call) if "loader" in n),
+                   key=lambda n: (n.startswith("get"), len(n), n))
+    stems = [n.replace("loader", "").strip("_") for n in named]
     if stems and stems[0]:
         base = f"{stems[0]}_dataset"
     name = ctx.names.fresh(base)
@@ -241,13 +269,19 @@ def _hoist_dataset(ctx: Context, call: cst.Call, ds_arg: cst.Arg) -> str | None:
 
 
 def _rebuild_loader(sampler: str) -> Rewrite:
+    """The sampler takes the place of `shuffle` (its comma, and the comment after it, stay
+    where they were), or goes before the `**kwargs`."""
     def rewrite(node: cst.CSTNode) -> cst.CSTNode:
         assert isinstance(node, cst.Call)
         args: list[cst.Arg] = []
+        new_arg = keyword_arg("sampler", expression(sampler))
+        placed = False
         pos_index = 0
         for arg in node.args:
             if arg.keyword is None and not arg.star:
-                if pos_index == 2:  # positional shuffle: dropped
+                if pos_index == 2:  # positional shuffle: the sampler, by keyword, instead
+                    args.append(new_arg.with_changes(comma=arg.comma))
+                    placed = True
                     pos_index += 1
                     continue
                 if pos_index > 2:
@@ -255,61 +289,42 @@ def _rebuild_loader(sampler: str) -> Rewrite:
                         comma=arg.comma)
                 pos_index += 1
             elif arg.keyword is not None and arg.keyword.value == "shuffle":
+                args.append(new_arg.with_changes(comma=arg.comma))
+                placed = True
                 continue
             elif arg.star == "**":
                 code = code_of(arg.value)
                 arg = arg.with_changes(value=expression(f'{{**{code}, "shuffle": False}}'))
             args.append(arg)
-        new_arg = keyword_arg("sampler", expression(sampler))
-        first_star = next((i for i, a in enumerate(args) if a.star), len(args))
-        args.insert(first_star, new_arg)
+        if not placed:
+            first_star = next((i for i, a in enumerate(args) if a.star), len(args))
+            args.insert(first_star, new_arg)
         return node.with_changes(args=with_commas(args))
 
     return rewrite
 
 
-def _place_set_epoch(ctx: Context, at: cst.CSTNode, loader: str,
-                     scope: cst.CSTNode, depth: int, placed: set[tuple[int, str]]) -> None:
-    facts, plan = ctx.facts, ctx.plan
-    epoch_loop = next(iter(facts.enclosing_loops(at)), None)
-    if epoch_loop is not None:
-        body = epoch_loop.body
-        target = epoch_loop.target if isinstance(epoch_loop, cst.For) else None
-        var = _first_name(target) if target is not None else None
-        if var is None or not isinstance(body, cst.IndentedBlock):
-            plan.finding(epoch_loop, "data", "found no epoch variable to reshuffle with",
-                         f"call `{loader}.sampler.set_epoch(epoch)` at the start of each epoch")
-            return
-        key = (id(epoch_loop), loader)
-        if key in placed:
-            return
-        placed.add(key)
-        first = body.body[0]
-        if "." not in loader and assigns_inside(facts, epoch_loop, loader):
-            first = facts.statement(at) or first
-        call = f"{loader}.set_epoch({var})" if ctx.accelerate else \
-            f"{loader}.sampler.set_epoch({var})"
-        plan.insert_before(first, [statement(f"{call}\n")])
-        plan.change(epoch_loop, "data", f"`{call}` at the start of "
-                    "each epoch, so every epoch gets a new shuffle")
-        return
-    if not isinstance(scope, cst.FunctionDef) or depth >= 3:
-        plan.finding(at, "data", "found no epoch loop around this training loop",
-                     f"call `{loader}.sampler.set_epoch(epoch)` at the start of each epoch")
-        return
-    for site, is_method in facts.call_sites(scope):
-        if loader.startswith("self."):
-            arg_code: str | None = loader
-        else:
-            arg = facts.argument_for(site, scope, is_method, loader)
-            arg_code = dotted(arg) if arg is not None else None
-        if arg_code is not None:
-            _place_set_epoch(ctx, site, arg_code, facts.scope(site), depth + 1, placed)
-
-
-def _first_name(target: cst.BaseExpression) -> str | None:
-    if isinstance(target, cst.Name):
-        return target.value
-    if isinstance(target, (cst.Tuple, cst.List)) and target.elements:
-        return _first_name(target.elements[0].value)
-    return None
+def _measured_on_training_data(ctx: Context, sharded: set[str]) -> None:
+    """A sharded training loader handed to a function that does not train (an accuracy
+    check): it now sees each rank's part only, and says it measured the whole."""
+    facts = ctx.facts
+    for call in facts.calls:
+        found = ctx.flow.callee(call)
+        if found is None or trains(facts, found[0]):
+            continue
+        func, is_method = found
+        for arg in call.args:
+            code = dotted(arg.value)
+            if code is None or not origin_names(facts, code, facts.scope(call)) & sharded:
+                continue
+            param = facts.param_for(call, func, is_method, code)
+            if param is None or not any(
+                    dotted(unwrap_iter(facts, loop.iter)) == param and facts.inside(loop, func)
+                    for loop in facts.for_loops):
+                continue  # not iterated there (a trainer keeping it for later)
+            name = found[0].name.value
+            ctx.plan.finding(call, "data", f"`{name}()` reads the training loader `{code}`, "
+                             "now sharded: on each rank it measures 1/WORLD_SIZE of the "
+                             "training set (and what it divides by may still be the whole)",
+                             f"give `{name}()` a DataLoader over the same dataset without the "
+                             "sampler, or all-reduce its sums (`dist.all_reduce`)")

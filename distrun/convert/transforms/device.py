@@ -54,9 +54,35 @@ def plan_devices(ctx: Context) -> None:
             plan.rewrite(string, lambda _node: expression(dev))
             plan.change(string, "device", f"device {value!r} -> `{dev}` (the local rank's device)")
     _plan_gpu_index(ctx)
+    _plan_device_tests(ctx)
 
 
 TRANSFORM = Transform("device", plan_devices)
+
+
+def _plan_device_tests(ctx: Context) -> None:
+    """`device == "cuda"` (`!=`): a device that became `DEVICE` (a torch.device, "cuda:N")
+    no longer equals the string, so `cudnn.benchmark = True` behind it would be skipped
+    silently: `str(device).startswith("cuda")` is true for both."""
+    facts = ctx.facts
+    for string in facts.strings:
+        if string_value(string) not in ("cuda", "cuda:0"):
+            continue
+        target = facts.parent.get(string)
+        comparison = facts.parent.get(target) if isinstance(target, cst.ComparisonTarget) \
+            else None
+        if not isinstance(comparison, cst.Comparison) or len(comparison.comparisons) != 1:
+            continue
+        operator = comparison.comparisons[0].operator
+        other = dotted(comparison.left)
+        if not isinstance(operator, (cst.Equal, cst.NotEqual)) or other is None or \
+                "device" not in other.lower():
+            continue
+        negate = "not " if isinstance(operator, cst.NotEqual) else ""
+        new = f'{negate}str({other}).startswith("cuda")'
+        ctx.plan.rewrite(comparison, lambda _n, new=new: expression(new))  # type: ignore[misc]
+        ctx.plan.change(comparison, "device", f"`{facts.code(comparison)}` -> `{new}`: the "
+                        "device is now the local rank's, \"cuda:N\"")
 
 
 def _cuda_to_device(dev: str) -> Rewrite:

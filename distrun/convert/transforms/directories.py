@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from distrun.convert.analysis import dotted, keyword, positional
+from distrun.convert.analysis import Facts, dotted, keyword, positional
 from distrun.convert.build import Rewrite, append_keyword, expression
 from distrun.convert.context import Context, Transform
 from distrun.convert.idioms import method_name
@@ -36,13 +36,20 @@ def plan_directories(ctx: Context) -> None:
         name = facts.call_name(call)
         if name in ("os.makedirs", "os.mkdir"):
             _exist_ok(ctx, call, name)
-        elif (method_name(call) == "mkdir" and isinstance(call.func, cst.Attribute)
-              and isinstance(call.func.value, cst.Call)
-              and facts.call_name(call.func.value) in _PATHS):
+        elif method_name(call) == "mkdir" and _is_path(facts, call):
             _exist_ok(ctx, call, "mkdir")
 
 
 TRANSFORM = Transform("directories", plan_directories)
+
+
+def _is_path(facts: Facts, call: cst.Call) -> bool:
+    """`Path(p).mkdir(...)`, or `x.mkdir(parents=..., exist_ok=...)`: pathlib's own
+    keywords say it is a path whatever `x` is."""
+    assert isinstance(call.func, cst.Attribute)
+    receiver = call.func.value
+    return (isinstance(receiver, cst.Call) and facts.call_name(receiver) in _PATHS) or any(
+        keyword(call, k) is not None for k in ("parents", "exist_ok"))
 
 
 def _exist_ok(ctx: Context, call: cst.Call, name: str) -> None:
@@ -53,11 +60,7 @@ def _exist_ok(ctx: Context, call: cst.Call, name: str) -> None:
         given = positional(call)[at]
     if given is not None:
         if dotted(given.value) != "True":
-            plan.finding(call, "directories", f"`{facts.code(call.func)}(...)` with exist_ok="
-                         f"{facts.code(given.value)}: every rank runs it, so all but the "
-                         "first fail when the directory must be new",
-                         f"create it on one rank: `if {ctx.names.rank} == 0:` around it, then "
-                         f"`{ctx.barrier()}`")
+            _exist_ok_when_several(ctx, call, given)
         return
     if keyword(call, "dir_fd") is not None:
         plan.finding(call, "directories", "`os.mkdir(..., dir_fd=...)` run by every rank: all "
@@ -71,11 +74,23 @@ def _exist_ok(ctx: Context, call: cst.Call, name: str) -> None:
                 "rank creates the directory; none fails when another was first")
 
 
+def _exist_ok_when_several(ctx: Context, call: cst.Call, given: cst.Arg) -> None:
+    """exist_ok=False (or computed): the script wants a new folder; one process keeps that
+    check, several take the folder whichever of them made it."""
+    world = ctx.names.world_size
+    old = ctx.facts.code(given.value)
+    new = f"{world} > 1" if old == "False" else f"({old}) or {world} > 1"
+    ctx.plan.rewrite(given.value, lambda _n: expression(new))
+    ctx.plan.change(call, "directories", f"`exist_ok={old}` -> `exist_ok={new}`: with "
+                    "several processes every rank creates the folder and none fails because "
+                    "another was first (one process still refuses an existing one)")
+
+
 def _makedirs(ctx: Context, call: cst.Call) -> str:
     """The `makedirs` to call in place of `os.mkdir` (through the script's own `os`)."""
     if isinstance(call.func, cst.Attribute):
         return f"{ctx.facts.code(call.func.value)}.makedirs"
-    ctx.need("os")
+    ctx.need("os", at=call)
     return f"{ctx.names.os}.makedirs"
 
 

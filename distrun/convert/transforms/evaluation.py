@@ -76,15 +76,21 @@ def _shard(ctx: Context, call: cst.Call, loops: list[cst.For]) -> bool:
     plan.rewrite(call, rewrite)
     plan.change(call, "eval", f"evaluation sharded: `sampler={sampler}` (no padding: "
                 "every sample counted once)")
-    refs = ctx.model_refs()
     for loop, sums in plans:
         _all_reduce_after(ctx, loop, sums)
         for inner in facts.calls_in(loop.body):
-            if id(inner.func) in refs:
+            if _holds_ddp(ctx, inner.func):  # a function given the DDP object evaluates
                 plan.rewrite(inner.func, lambda f: expression(ctx.unwrap(code_of(f))))
         plan.change(loop, "eval", f"sums {', '.join(sums)} all-reduced after the loop; the "
-                    "forward skips the DDP wrapper (ranks may run different batch counts)")
+                    "forward calls the model itself, not its DDP object (ranks may run "
+                    "different batch counts)")
     return True
+
+
+def _holds_ddp(ctx: Context, func: cst.BaseExpression) -> bool:
+    owner = ctx.facts.function(func)
+    return isinstance(func, cst.Name) and owner is not None and (
+        id(owner), func.value) in ctx.ddp_params
 
 
 def _sums(facts: Facts, loop: cst.For) -> list[str]:
@@ -130,7 +136,7 @@ def _all_reduce_after(ctx: Context, loop: cst.For, sums: list[str]) -> None:
             f"{targets}{',' if len(sums) == 1 else ''} = "
             f"({', '.join(f'type({s})({holder}[{i}].item())' for i, s in enumerate(sums))}"
             f"{',' if len(sums) == 1 else ''})\n")
-    ctx.need("dist")
+    ctx.need("dist", at=loop)
     ctx.plan.insert_after(_in_with(ctx.facts, loop) or loop, statements(code))
 
 

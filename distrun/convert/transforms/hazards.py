@@ -1,7 +1,6 @@
 """Hazards: what cannot be converted mechanically becomes a finding with the fix.
 
-Finds: BatchNorm layers (SyncBatchNorm on GPU), dataset downloads (`download=True`:
-rank 0 first, then a barrier), IterableDataset (a DistributedSampler cannot shard
+Finds: BatchNorm layers (SyncBatchNorm on GPU), IterableDataset (a DistributedSampler cannot shard
 it), CUDA_VISIBLE_DEVICES set inside the script, full-batch optimizers (LBFGS).
 Rewrites nothing.
 """
@@ -10,13 +9,12 @@ from __future__ import annotations
 
 import libcst as cst
 
-from distrun.convert.analysis import dotted, keyword
 from distrun.convert.context import Context, Transform
 from distrun.convert.idioms import ITERABLE_DATASET
 
 
 def plan_hazards(ctx: Context) -> None:
-    facts, plan, names = ctx.facts, ctx.plan, ctx.names
+    facts, plan = ctx.facts, ctx.plan
     batchnorm_seen = False
     for call in facts.calls:
         name = facts.call_name(call) or ""
@@ -27,17 +25,11 @@ def plan_hazards(ctx: Context) -> None:
                          "per-rank batches results differ from one process",
                          "on GPU add `model = nn.SyncBatchNorm.convert_sync_batchnorm(model)` "
                          "before the DDP wrap (SyncBatchNorm does not run on CPU)")
-        download = keyword(call, "download")
-        if download is not None and dotted(download.value) != "False":
-            plan.finding(call, "download", "every rank downloads the dataset at once: files can "
-                         "be corrupted", f"download on rank 0 first: `if {names.rank} == 0:"
-                         f" <dataset with download=True>`, then `{names.dist}.barrier()`, "
-                         "then build it with download=False on every rank")
         if name == "torch.optim.LBFGS":
             plan.finding(call, "full-batch", "LBFGS usually trains on the full batch: sharding "
                          "the data changes its steps", "check that each step's loss is a mean "
                          "over the whole global batch")
-    for cls in facts.classes.values():
+    for cls in facts.classes():
         for base in cls.bases:
             if facts.qualname(base.value) in ITERABLE_DATASET:
                 plan.finding(cls, "iterable-dataset", f"`{cls.name.value}` is an "

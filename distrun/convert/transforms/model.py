@@ -1,19 +1,26 @@
-"""The model: wrap it in DistributedDataParallel, replace DataParallel, keep access working.
+"""The model: its training forward passes go through DistributedDataParallel; every
+other use keeps the model itself.
 
-Finds the model as the object whose `.parameters()` an optimizer receives
-(`optim.SGD(model.parameters(), ...)`, `self.model` in a class, a parameter of a
-helper, whose caller's model is then wrapped instead), and inserts
-`model = DDP(model, device_ids=[LOCAL_RANK] if torch.cuda.is_available() else None)`
-before the optimizer is built, or after a later `model.to(...)` in the same block.
+    model = Net().to(device)                  model = Net().to(device)
+    optimizer = SGD(model.parameters())  ->   optimizer = SGD(model.parameters())
+    for x, y in loader:                       ddp_model = DDP(model, device_ids=...)
+        loss = crit(model(x), y)              for x, y in loader:
+        ...                                       loss = crit(ddp_model(x), y)
 
-After the wrap, `model.anything_else` (custom methods and attributes, `state_dict`,
-`load_state_dict`) becomes `model.module.anything_else`, also in the functions and
-classes the model is passed to, so checkpoints keep their keys and `model.predict(x)`
-keeps working. `nn.DataParallel(model)` is removed (DDP replaces it) and
-`isinstance(m, nn.DataParallel)` checks test for DDP.
+The DDP object gets a name of its own (`ddp_model`, `self.ddp_model`), created after
+the model is built, moved and loaded, before the first statement that trains it, and
+used only by the training forward passes (see `convert.models`). Everything else reads
+the model itself, right by construction: `model.state_dict()` (no `module.` prefix),
+`torch.save(model)`, `model.n_classes`, `model.predict(x)`, `writer.add_graph(model)`,
+`evaluate(model)` in another module, a model rebound by `torch.load` for testing.
+A function that trains a model it receives (`def train(model, ...)`) is given the DDP
+object by its callers; inside it, other uses reach the model with `.module`.
 
-Won't: wrap a model that no optimizer trains (reported), or follow a model through
-containers (lists, dicts) or more than three calls.
+`nn.DataParallel(model)` is removed (DDP replaces it) and `model.module` then reads
+`model`; `isinstance(m, nn.DataParallel)` tests for DDP.
+
+Won't: wrap a model no optimizer trains, or one whose training forward goes through
+an expression that cannot hold a name (`models[i](x)`): reported with the fix.
 """
 
 from __future__ import annotations
@@ -21,18 +28,12 @@ from __future__ import annotations
 import libcst as cst
 
 from distrun.convert.analysis import Facts, block_body, dotted, positional
-from distrun.convert.build import Rewrite, code_of, expression, statement
-from distrun.convert.context import Context, LoaderToPrepare, Transform
+from distrun.convert.build import Rewrite, code_of, expression
+from distrun.convert.context import Context, Transform
 from distrun.convert.edits import Plan
-from distrun.convert.idioms import (
-    DATA_PARALLEL,
-    assigned_moved,
-    assigns_inside,
-    is_optimizer,
-    moves,
-    strip_moves,
-)
-from distrun.convert.wrapped import WrappedModel
+from distrun.convert.idioms import DATA_PARALLEL
+from distrun.convert.models import Home, Model, find_models
+from distrun.convert.transforms import wrap
 
 # Attributes that DistributedDataParallel answers itself, exactly as the module would.
 PASS_THROUGH = frozenset({
@@ -43,287 +44,108 @@ PASS_THROUGH = frozenset({
 })
 
 
-def _model_of_optimizer(facts: Facts, call: cst.Call) -> str | None:
-    for inner in facts.calls_in(call):
-        func = inner.func
-        if isinstance(func, cst.Attribute) and func.attr.value in (
-            "parameters", "named_parameters"
-        ):
-            code = dotted(func.value)
-            if code is not None:
-                return code
-    return None
-
-
-def _anchor_statement(facts: Facts, call: cst.Call, code: str) -> cst.BaseStatement | None:
-    """The statement before which the wrap goes: climb out of if/try/with blocks that
-    only choose an optimizer, never out of a loop or function."""
-    stmt = facts.statement(call)
-    while stmt is not None:
-        container = _conditional_container(facts, stmt)
-        if container is None or assigns_inside(facts, container, code):
-            return stmt
-        stmt = container
-    return None
-
-
-def _conditional_container(facts: Facts, stmt: cst.CSTNode) -> cst.BaseStatement | None:
-    for anc in facts.ancestors(stmt):
-        if isinstance(anc, (cst.IndentedBlock, cst.Else, cst.ExceptHandler, cst.Finally)):
-            continue
-        if isinstance(anc, (cst.If, cst.Try, cst.With)):
-            return anc
-        return None
-    return None
-
-
 def plan_model(ctx: Context) -> None:
-    facts, plan = ctx.facts, ctx.plan
-    wrapped = ctx.models
-    seen: set[tuple[int, str]] = set()
-    for call in facts.calls:
-        if not is_optimizer(facts, call):
-            continue
-        code = _model_of_optimizer(facts, call)
-        if code is None:
-            continue
-        model = _wrap(ctx, call, code, seen, depth=0)
-        if model is not None:
-            wrapped.append(model)
-    if not wrapped:
-        plan.finding(
+    facts = ctx.facts
+    ctx.models = find_models(facts, ctx.flow)
+    removed = _plan_data_parallel(ctx)
+    if not ctx.models:
+        ctx.plan.finding(
             None, "model", "no model found: no optimizer is built from `model.parameters()`",
-            "wrap your model yourself: `model = DDP(model, device_ids=[LOCAL_RANK])` after "
-            "moving it to its device",
-        )
-    _plan_data_parallel(ctx)
-    for model in wrapped:
-        _propagate(facts, model)
-        _redirect(ctx, model)
+            "wrap your model yourself: `ddp_model = DDP(model, device_ids=[LOCAL_RANK])` "
+            "after moving it to its device, and call `ddp_model(x)` in the training loop")
+        return
+    for model in ctx.models:
+        if not model.forwards:
+            ctx.plan.finding(model.optimizer, "model", f"no training forward pass of "
+                             f"`{model.place.code}` found: it was not wrapped, and its "
+                             "gradients would not be averaged across ranks",
+                             "wrap it: `ddp_model = DDP(model, device_ids=[LOCAL_RANK])` and "
+                             "call `ddp_model(x)` where the training loop calls the model")
+            continue
+        for call in model.unhomed:
+            ctx.plan.finding(call, "model", f"this training forward pass calls "
+                             f"`{facts.code(call.func)}`, which cannot be given a "
+                             "DistributedDataParallel object: not synchronised",
+                             "bind the model to a name first, wrap it with DDP and call that")
+        wrap.plan_wraps(ctx, model)
+    if removed:
+        _drop_module_attribute(ctx)
 
 
 TRANSFORM = Transform("model", plan_model)
 
 
-def _wrap(
-    ctx: Context, at: cst.Call, code: str, seen: set[tuple[int, str]], depth: int
-) -> WrappedModel | None:
-    facts, plan = ctx.facts, ctx.plan
-    scope = facts.scope(at)
-    key = (id(scope), code)
-    if key in seen:
-        return None
-    seen.add(key)
-    func = facts.function(at)
-    if (
-        func is not None
-        and "." not in code
-        and code in facts.params(func, False)
-        and not assigns_inside(facts, func, code)
-    ):
-        # The optimizer is built in a helper that receives the model: wrap it in the caller.
-        sites = facts.call_sites(func)
-        if not sites or depth >= 3:
-            plan.finding(at, "model", f"`{code}` is a parameter of `{func.name.value}()`; "
-                         "could not find where the model is created",
-                         f"wrap it where it is created: `{code} = DDP({code}, ...)`")
-            return None
-        result = None
-        for site, is_method in sites:
-            arg = facts.argument_for(site, func, is_method, code)
-            arg_code = dotted(arg) if arg is not None else None
-            if arg_code is not None:
-                result = _wrap(ctx, site, arg_code, seen, depth + 1) or result
-        return result
-    anchor = _anchor_statement(facts, at, code)
-    if anchor is None:
-        return None
-    if ctx.accelerate:
-        return _prepare(ctx, at, anchor, code)
-    return _insert_ddp(ctx, at, anchor, code)
-
-
-def _insert_ddp(ctx: Context, at: cst.Call, anchor: cst.BaseStatement, code: str
-                ) -> WrappedModel:
-    """`code = DDP(code, ...)` before `anchor` (the optimizer's statement), or after a
-    later move of the model in the same block."""
-    facts, plan = ctx.facts, ctx.plan
-    target: cst.CSTNode = anchor
-    insert_after = False
-    owner = facts.parent.get(anchor)
-    siblings = list(owner.body) if isinstance(owner, (cst.IndentedBlock, cst.Module)) else []
-    moved = False
-    if anchor in siblings:
-        index = siblings.index(anchor)
-        moved = any(moves(facts, s, code) or assigned_moved(s, code)
-                    for s in siblings[:index])
-        for later in siblings[index + 1:]:
-            if moves(facts, later, code):
-                target, insert_after, moved = later, True, True
-    ddp, rank, dev = ctx.names.ddp, ctx.names.local_rank, ctx.names.device
-    # A model not visibly moved to its device first is moved in the wrap: DDP needs it there.
-    inner = code if moved else f"{code}.to({dev})"
-    wrap = statement(
-        f"{code} = {ddp}({inner}, device_ids=[{rank}] if torch.cuda.is_available() else None)\n"
-    )
-    new = [wrap]
-    if ctx.options.sync_bn:
-        new.insert(0, statement(f"if torch.cuda.is_available():  # SyncBatchNorm runs on GPU only\n"
-                                f"    {code} = torch.nn.SyncBatchNorm.convert_sync_batchnorm("
-                                f"{code})\n"))
-        plan.change(target, "sync-bn", f"BatchNorm layers of `{code}` -> SyncBatchNorm when "
-                    "CUDA is available")
-        plan.finding(target, "sync-bn", "SyncBatchNorm is used only with CUDA: on CPU each "
-                     "rank keeps its own BatchNorm statistics", severity="info")
-    if insert_after:
-        plan.insert_after(target, new)
-        from_line = facts.line(target) + 1
-    else:
-        plan.insert_before(target, new)
-        from_line = facts.line(target)
-    ctx.need("ddp")
-    when = "after it is moved to its device" if insert_after else "before the optimizer is built"
-    plan.change(target, "model", f"wrapped `{code}` in DistributedDataParallel ({when})")
-    cls = facts.enclosing_class(at) if code.startswith("self.") else None
-    return WrappedModel(code=code, scope=facts.scope(target), from_line=from_line, cls=cls)
-
-
-def _prepare(ctx: Context, at: cst.Call, anchor: cst.BaseStatement, code: str
-             ) -> WrappedModel:
-    """accelerate: `model, optimizer = accelerator.prepare(model, optimizer)` after the
-    statement that builds the optimizer (it wraps the model and moves it to its device)."""
-    facts, plan, acc = ctx.facts, ctx.plan, ctx.names.accelerator
-    small = anchor.body[0] if isinstance(anchor, cst.SimpleStatementLine) else None
-    optimizer = None
-    if isinstance(small, cst.Assign) and len(small.targets) == 1:
-        optimizer = dotted(small.targets[0].target)
-    new = []
-    if ctx.options.sync_bn:
-        new.append(statement(f"if torch.cuda.is_available():  # SyncBatchNorm runs on GPU only\n"
-                             f"    {code} = torch.nn.SyncBatchNorm.convert_sync_batchnorm("
-                             f"{code})\n"))
-        plan.change(anchor, "sync-bn", f"BatchNorm layers of `{code}` -> SyncBatchNorm when "
-                    "CUDA is available")
-    if optimizer:
-        # Training loaders built before, in the same scope, go into the same prepare call:
-        # preparing them where they are built would draw from the random generator before
-        # the model's weights are initialised, unlike the original script.
-        scope, line = facts.scope(anchor), facts.line(anchor)
-        loaders: list[LoaderToPrepare] = [
-            entry for entry in ctx.loaders_to_prepare
-            if entry.name and facts.scope(entry.call) is scope and facts.line(entry.call) < line]
-        for entry in loaders:
-            ctx.loaders_to_prepare.remove(entry)
-        names = [code, optimizer, *[entry.name for entry in loaders if entry.name]]
-        joined = ", ".join(names)
-        new.append(statement(f"{joined} = {acc}.prepare({joined})\n"))
-        plan.change(anchor, "model", f"{', '.join(f'`{n}`' for n in names)} prepared by "
-                    "accelerate (the model wrapped and placed on its device, loaders sharded)")
-    else:
-        new.append(statement(f"{code} = {acc}.prepare({code})\n"))
-        plan.finding(anchor, "model", "the optimizer is not assigned to a name here: only the "
-                     "model was prepared", f"pass the optimizer to `{acc}.prepare` too")
-    plan.insert_after(anchor, new)
-    cls = facts.enclosing_class(at) if code.startswith("self.") else None
-    return WrappedModel(code=code, scope=facts.scope(anchor), from_line=facts.line(anchor) + 1,
-                        cls=cls)
-
-
-def _propagate(facts: Facts, model: WrappedModel) -> None:
-    """Follow the wrapped model into the functions, methods and classes it is passed to."""
-    work: list[tuple[cst.CSTNode, str, int]] = [(model.scope, model.code, model.from_line)]
-    done: set[tuple[int, str]] = set()
-    while work:
-        scope, code, from_line = work.pop()
-        if (id(scope), code) in done:
+def unwrap_param_uses(ctx: Context, model: Model, home: Home) -> None:
+    """Inside a function given the DDP object as `home.name`: what is not a forward pass
+    (attributes DDP does not answer, the object handed on) reaches the model inside."""
+    facts, plan, flow = ctx.facts, ctx.plan, ctx.flow
+    assert isinstance(home.scope, cst.FunctionDef)
+    forwards = {id(c.func) for c in model.forwards} | {
+        id(c.func.value) for c in model.forwards if isinstance(c.func, cst.Attribute)}
+    for node in facts.names:
+        if node.value != home.name or facts.function(node) is not home.scope:
             continue
-        done.add((id(scope), code))
-        for call in facts.calls:
-            if facts.scope(call) is not scope or facts.line(call) < from_line:
-                continue
-            found = facts.callee(call)
-            if found is None:
-                continue
-            func, is_method = found
-            param = facts.param_for(call, func, is_method, code)
-            if param is not None:
-                model.params.append((func, param))
-                work.append((func, param, 0))
-                cls = facts.enclosing_class(func)
-                if cls is not None:
-                    for attr in _self_attrs_assigned_from(facts, func, param):
-                        model.class_attrs.append((cls, attr))
-
-
-def _self_attrs_assigned_from(facts: Facts, func: cst.FunctionDef, param: str) -> list[str]:
-    attrs = []
-    for attr in facts.attributes:
-        parent = facts.parent.get(attr)
-        if not isinstance(parent, cst.AssignTarget) or not facts.inside(attr, func):
+        if flow.place_of(node) is None or id(node) in forwards:
             continue
-        assign = facts.parent.get(parent)
-        if isinstance(assign, cst.Assign) and strip_moves(assign.value) == param:
-            code = dotted(attr)
-            if code and code.startswith("self."):
-                attrs.append(code)
-    return attrs
+        parent = facts.parent.get(node)
+        if isinstance(parent, cst.Attribute) and parent.value is node:
+            if parent.attr.value not in PASS_THROUGH:
+                plan.rewrite(node, lambda n: expression(ctx.unwrap(code_of(n))))
+                plan.change(parent, "model", f"`{home.name}.{parent.attr.value}` -> "
+                            f"`{ctx.unwrap(home.name)}.{parent.attr.value}` (it holds the "
+                            "DDP object here)")
+        elif isinstance(parent, (cst.Arg, cst.Return)) and not _hands_ddp_on(ctx, parent):
+            plan.rewrite(node, lambda n: expression(ctx.unwrap(code_of(n))))
+            plan.change(node, "model", f"`{home.name}` -> `{ctx.unwrap(home.name)}` where it is "
+                        "handed on (it holds the DDP object here)")
 
 
-def _redirect(ctx: Context, model: WrappedModel) -> None:
-    facts, plan = ctx.facts, ctx.plan
-    for ref in model.references(facts):
-        parent = facts.parent.get(ref)
-        if not isinstance(parent, cst.Attribute) or parent.value is not ref:
-            continue
-        attr = parent.attr.value
-        if attr in PASS_THROUGH:
-            continue
-        inner = ctx.unwrap(dotted(ref) or "model")
-        plan.rewrite(parent, through_wrapper(ctx))
-        plan.change(parent, "model", f"`{dotted(ref)}.{attr}` -> `{inner}.{attr}` "
-                    "(reach the model inside the wrapper)")
+def _hands_ddp_on(ctx: Context, node: cst.CSTNode) -> bool:
+    """Is this argument the DDP object passed on to a function that trains with it (or to
+    isinstance/a type check)?"""
+    call = ctx.facts.parent.get(node)
+    if not isinstance(call, cst.Call):
+        return False
+    if ctx.facts.call_name(call) in ("isinstance", "type", "hasattr", "getattr"):
+        return True
+    return id(node) in ctx.ddp_arguments
 
 
-def through_wrapper(ctx: Context) -> Rewrite:
-    """`model.x` -> `model.module.x` (DDP) or `accelerator.unwrap_model(model).x`; a bare
-    `model` -> the model inside the wrapper."""
-    def rewrite(node: cst.CSTNode) -> cst.CSTNode:
-        if isinstance(node, cst.Attribute):
-            return node.with_changes(value=expression(ctx.unwrap(code_of(node.value))))
-        return expression(ctx.unwrap(code_of(node)))
-
-    return rewrite
-
-
-def _plan_data_parallel(ctx: Context) -> None:
-    facts, plan = ctx.facts, ctx.plan
-    wrapped_codes = {m.code for m in ctx.models}
+def _plan_data_parallel(ctx: Context) -> bool:
+    """DataParallel removed or replaced; True if a model's DataParallel wrap was removed."""
+    facts, plan, flow = ctx.facts, ctx.plan, ctx.flow
+    removed = False
     for call in facts.calls:
         if facts.call_name(call) not in DATA_PARALLEL:
             continue
         args = positional(call)
-        inner = dotted(args[0].value) if args else None
+        inner = args[0].value if args else None
+        inner_place = flow.place_of(flow.strip(inner)) if inner is not None else None
+        is_model = any(inner_place is not None and flow.same(inner_place, m.place)
+                       for m in ctx.models)
         stmt = facts.statement(call)
         assign = facts.parent.get(call)
-        if (
-            isinstance(assign, cst.Assign)
-            and assign.value is call
-            and len(assign.targets) == 1
-            and dotted(assign.targets[0].target) == inner
-            and inner in wrapped_codes
-            and stmt is not None
-        ):
+        if (isinstance(assign, cst.Assign) and assign.value is call and is_model
+                and len(assign.targets) == 1 and stmt is not None
+                and flow.same(flow.place_of(assign.targets[0].target), inner_place)):
             _remove_statement(facts, plan, stmt, assign)
-            plan.change(call, "model", f"removed `{facts.code(call.func)}({inner})`: "
-                        "torch's DistributedDataParallel replaces it")
-        elif args and inner in wrapped_codes or args and not ctx.models:
+            plan.change(call, "model", f"removed `{facts.code(call)}`: torch's "
+                        "DistributedDataParallel replaces it")
+            removed = True
+        elif args and (is_model or not ctx.models):
             plan.rewrite(call, lambda node: node.args[0].value.with_changes())  # type: ignore[attr-defined]
             plan.change(call, "model", "removed the `nn.DataParallel(...)` wrapper: "
                         "DistributedDataParallel replaces it")
+            removed = True
         else:
-            plan.rewrite(call, _to_ddp(ctx))
+            plan.rewrite(call, _to_ddp(ctx, call))
             plan.change(call, "model", "`nn.DataParallel(...)` -> `DDP(...)`")
-    ddp = ctx.names.ddp
+    _type_checks(ctx)
+    return removed
+
+
+def _type_checks(ctx: Context) -> None:
+    facts, plan, ddp = ctx.facts, ctx.plan, ctx.names.ddp
     for node in [*facts.names, *facts.attributes]:
         parent = facts.parent.get(node)
         if isinstance(parent, cst.Attribute) and parent.value is node:
@@ -331,18 +153,33 @@ def _plan_data_parallel(ctx: Context) -> None:
         if isinstance(parent, cst.Call) and parent.func is node:
             continue
         if facts.qualname(node) in DATA_PARALLEL:
-            if isinstance(parent, (cst.ImportAlias,)) or any(
-                isinstance(a, (cst.Import, cst.ImportFrom)) for a in facts.ancestors(node)
-            ):
+            if any(isinstance(a, (cst.Import, cst.ImportFrom)) for a in facts.ancestors(node)):
                 continue
-            ctx.need("ddp")
+            ctx.need("ddp", at=node)
             plan.rewrite(node, lambda _n: cst.Name(ddp))
             plan.change(node, "model", f"`DataParallel` in a type check -> `{ddp}`")
 
 
-def _to_ddp(ctx: Context) -> Rewrite:
+def _drop_module_attribute(ctx: Context) -> None:
+    """`model.module` read after DataParallel was removed: the model itself."""
+    facts, flow = ctx.facts, ctx.flow
+    roots = {flow.root(m.place) for m in ctx.models}
+    for node in facts.attributes:
+        if node.attr.value != "module" or not isinstance(node.value, (cst.Name, cst.Attribute)):
+            continue
+        place = flow.place_of(node.value)
+        owner = facts.function(node)
+        if place is None or flow.root(place) not in roots or owner is not None and (
+                id(owner), dotted(node.value)) in ctx.ddp_params:
+            continue
+        ctx.plan.rewrite(node, lambda n: n.value.with_changes())  # type: ignore[attr-defined]
+        ctx.plan.change(node, "model", f"`{facts.code(node)}` -> `{facts.code(node.value)}`: "
+                        "no DataParallel wrapper any more")
+
+
+def _to_ddp(ctx: Context, call: cst.Call) -> Rewrite:
     ddp, rank = ctx.names.ddp, ctx.names.local_rank
-    ctx.need("ddp")
+    ctx.need("ddp", at=call)
 
     def rewrite(node: cst.CSTNode) -> cst.CSTNode:
         assert isinstance(node, cst.Call)
@@ -369,3 +206,5 @@ def _remove_statement(facts: Facts, plan: Plan, stmt: cst.BaseStatement,
         plan.rewrite(owner, lambda _n: cst.RemoveFromParent())
     else:
         plan.remove(small)
+
+

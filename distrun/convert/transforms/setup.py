@@ -17,11 +17,11 @@ from __future__ import annotations
 
 import libcst as cst
 
-from distrun.convert.analysis import Facts
+from distrun.convert.analysis import Facts, walk
 from distrun.convert.build import statements
 from distrun.convert.context import Context, Transform
 from distrun.convert.edits import Plan
-from distrun.convert.imports import import_lines
+from distrun.convert.imports import after_first_imports, import_lines, imported_by
 
 
 def setup_code(ctx: Context) -> str:
@@ -59,13 +59,23 @@ else:  # started without a launcher: a world of one process
 
 def plan_setup(ctx: Context) -> None:
     facts, plan, names = ctx.facts, ctx.plan, ctx.names
+    if runs_nothing(facts.entry.module):
+        ctx.entry_is_library = True
+        plan.finding(None, "setup", "this file only defines functions and classes: it runs no "
+                     "training itself, so it gets no process group (it would start one when "
+                     "imported); its code is converted as a module of a project",
+                     "convert the script that imports and runs it (`distrun convert train.py`): "
+                     "this module is converted with it, and the process group set up there")
+        return
     ctx.need("gc", "torch", "dist", "accelerator" if ctx.accelerate else "os")
-    guard = facts.main_guard
+    entry = facts.entry
+    guard = entry.main_guard
     in_guard = guard is not None and all(
         t is guard or isinstance(t, (cst.FunctionDef, cst.ClassDef)) or _is_import(t)
-        for t in plan.touched_top_level
+        for t in plan.touched_top_level if facts.module_of(t) is entry
     )
     setup = statements(setup_code(ctx) + "".join(ctx.setup_lines))
+    helpers = ctx.helper_lines(entry)
     comment = cst.EmptyLine(comment=cst.Comment(
         "# distrun: one process per device; accelerate knows which one this is."
         if ctx.accelerate else
@@ -79,12 +89,17 @@ def plan_setup(ctx: Context) -> None:
         teardown = (f"{names.gc}.collect()  # free DDP's finished communication first\n"
                     f"if {names.dist}.is_initialized():\n"
                     f"    {names.dist}.destroy_process_group()\n")
-    imports = import_lines(facts, names, ctx.imports)
-    last_import = facts.import_statements[-1] if facts.import_statements else None
+    # The first block of imports: a script importing more later (a notebook's cells) may
+    # use the new names before that.
+    top = list(entry.module.body)
+    at = after_first_imports(entry.module)
+    last_import = top[at - 1] if at and _is_import(top[at - 1]) else None
+    imports = import_lines(imported_by(top[:at]), names, ctx.imports_for(entry))
+    imports += spaced(statements(helpers)) if helpers else []  # module level, also by a guard
     if last_import is not None:
         plan.insert_after(last_import, imports)
     elif imports:
-        plan.insert_before(_first_code_statement(facts), imports)
+        plan.insert_before(first_code_statement(entry.module), imports)
     if in_guard and guard is not None and isinstance(guard.body, cst.IndentedBlock):
         body = list(guard.body.body)
         setup[0] = setup[0].with_changes(leading_lines=[comment])
@@ -92,15 +107,15 @@ def plan_setup(ctx: Context) -> None:
         _append_teardown(facts, plan, body, teardown)
         where = "at the top of the main guard"
     else:
-        body = list(facts.module.body)
+        body = list(entry.module.body)
         setup[0] = setup[0].with_changes(leading_lines=[cst.EmptyLine(indent=False), comment])
         if last_import is not None:
             plan.insert_after(last_import, setup)
         else:
-            plan.insert_before(_first_code_statement(facts), setup)
+            plan.insert_before(first_code_statement(entry.module), setup)
         _append_teardown(facts, plan, body, teardown)
         where = "after the imports"
-    anchor = guard if in_guard and guard is not None else (last_import or facts.module.body[0])
+    anchor = guard if in_guard and guard is not None else (last_import or entry.module.body[0])
     plan.change(anchor, "setup", f"`Accelerator()` created {where}: it sets up the processes "
                 "and the device" if ctx.accelerate else f"process group set up {where}: nccl "
                 "with the local rank's GPU when CUDA is available, gloo on CPU otherwise")
@@ -110,14 +125,39 @@ def plan_setup(ctx: Context) -> None:
 TRANSFORM = Transform("setup", plan_setup)
 
 
+def runs_nothing(module: cst.Module) -> bool:
+    """Does the module only define (imports, functions, classes, constants, a docstring),
+    with no main guard and no call at its top level?"""
+    for stmt in module.body:
+        if isinstance(stmt, (cst.FunctionDef, cst.ClassDef)) or _is_import(stmt):
+            continue
+        if not isinstance(stmt, cst.SimpleStatementLine):
+            return False  # an if, a loop, a with: code that runs
+        for small in stmt.body:
+            value = small.value if isinstance(small, (cst.Assign, cst.AnnAssign, cst.Expr)) \
+                else None
+            if not isinstance(small, (cst.Assign, cst.AnnAssign, cst.Expr)) or value is None \
+                    or any(isinstance(n, cst.Call) for n in walk(value)):
+                return False
+    return True
+
+
 def _is_import(node: cst.CSTNode) -> bool:
     return isinstance(node, cst.SimpleStatementLine) and all(
         isinstance(s, (cst.Import, cst.ImportFrom)) for s in node.body
     )
 
 
-def _first_code_statement(facts: Facts) -> cst.BaseStatement:
-    body = facts.module.body
+def spaced(defs: list[cst.BaseStatement]) -> list[cst.BaseStatement]:
+    """Top-level definitions with the two blank lines above each that PEP 8 wants."""
+    blank = [cst.EmptyLine(indent=False), cst.EmptyLine(indent=False)]
+    return [d.with_changes(leading_lines=blank) if isinstance(d, cst.FunctionDef) else d
+            for d in defs]
+
+
+def first_code_statement(module: cst.Module) -> cst.BaseStatement:
+    """The module's first statement after its docstring."""
+    body = module.body
     for stmt in body:
         is_docstring = (
             isinstance(stmt, cst.SimpleStatementLine)

@@ -1,0 +1,149 @@
+"""The single walk over a module's tree that fills `Facts` (see analysis.py): parents,
+imports (relative ones resolved in the module's package), definitions, the main guard,
+calls, loops, returns, assignments and every name each module binds."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import libcst as cst
+
+from distrun.convert.syntax import dotted, string_value
+
+if TYPE_CHECKING:
+    from distrun.convert.analysis import Facts, ModuleInfo
+
+
+class Collector(cst.CSTVisitor):
+    def __init__(self, facts: Facts, info: ModuleInfo) -> None:
+        self.facts = facts
+        self.info = info
+        self.stack: list[cst.CSTNode] = []
+        self.bound: set[str] = set()
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        if self.stack:
+            self.facts.parent[node] = self.stack[-1]
+        self.stack.append(node)
+        return super().on_visit(node)
+
+    def on_leave(self, original_node: cst.CSTNode) -> None:
+        self.stack.pop()
+        super().on_leave(original_node)
+
+    def visit_Import(self, node: cst.Import) -> None:
+        for alias in node.names:
+            full = dotted(alias.name) or ""
+            if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
+                self.info.imports[alias.asname.name.value] = full
+            else:
+                head = full.split(".")[0]
+                self.info.imports[head] = head
+        self._note_import(node)
+
+    def visit_ImportFrom(self, node: cst.ImportFrom) -> None:
+        base = _import_base(node, self.info)
+        if base is not None and isinstance(node.names, cst.ImportStar):
+            self.info.star_imports.append(base)
+        elif base is not None and not isinstance(node.names, cst.ImportStar):
+            for alias in node.names:
+                name = dotted(alias.name) or ""
+                local = name
+                if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
+                    local = alias.asname.name.value
+                self.info.imports[local] = f"{base}.{name}" if base else name
+        self._note_import(node)
+
+    def _note_import(self, node: cst.CSTNode) -> None:
+        line = self.facts.parent.get(node)
+        if isinstance(line, cst.SimpleStatementLine) and self.facts.parent.get(
+                line) is self.info.module:
+            self.info.import_statements.append(line)
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+        self.facts.function_defs.append(node)
+        self.bound.add(node.name.value)
+        if self.facts.parent.get(node) is self.info.module:
+            self.info.functions[node.name.value] = node
+        for param in [*node.params.params, *node.params.posonly_params, *node.params.kwonly_params]:
+            self.bound.add(param.name.value)
+
+    def visit_ClassDef(self, node: cst.ClassDef) -> None:
+        self.bound.add(node.name.value)
+        if self.facts.parent.get(node) is self.info.module:
+            self.info.classes[node.name.value] = node
+
+    def visit_If(self, node: cst.If) -> None:
+        if self.facts.parent.get(node) is self.info.module and _is_main_test(node.test):
+            self.info.main_guard = node
+
+    def visit_Call(self, node: cst.Call) -> None:
+        self.facts.calls.append(node)
+        self.info.calls.append(node)
+
+    def visit_For(self, node: cst.For) -> None:
+        self.facts.for_loops.append(node)
+
+    def visit_Return(self, node: cst.Return) -> None:
+        self.facts.returns.append(node)
+
+    def visit_Attribute(self, node: cst.Attribute) -> None:
+        self.facts.attributes.append(node)
+
+    def visit_Name(self, node: cst.Name) -> None:
+        self.facts.names.append(node)
+
+    def visit_SimpleString(self, node: cst.SimpleString) -> None:
+        self.facts.strings.append(node)
+
+    def visit_AssignTarget(self, node: cst.AssignTarget) -> None:
+        _bind(self.bound, node.target)
+
+    def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
+        _bind(self.bound, node.target)
+        if node.value is not None:
+            self.facts.assigns.append(node)
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        self.facts.assigns.append(node)
+
+    def visit_Global(self, node: cst.Global) -> None:
+        self.facts.global_statements.append(node)
+
+    def visit_CompFor(self, node: cst.CompFor) -> None:
+        _bind(self.bound, node.target)
+
+    def visit_For_target(self, node: cst.For) -> None:
+        _bind(self.bound, node.target)
+
+
+def _import_base(node: cst.ImportFrom, info: ModuleInfo) -> str | None:
+    """The module `from X import ...` reads, relative imports resolved in `info`'s
+    package; None when it cannot be named (too many dots)."""
+    module = dotted(node.module) if node.module is not None else ""
+    if module is None:
+        return None
+    if not node.relative:
+        return module
+    parts = info.package.split(".") if info.package else []
+    up = len(node.relative) - 1
+    if up > len(parts):
+        return None
+    base = ".".join(parts[: len(parts) - up] if up else parts)
+    return ".".join(p for p in (base, module) if p)
+
+
+def _bind(names: set[str], target: cst.BaseExpression) -> None:
+    if isinstance(target, cst.Name):
+        names.add(target.value)
+    elif isinstance(target, (cst.Tuple, cst.List)):
+        for element in target.elements:
+            _bind(names, element.value)
+
+
+def _is_main_test(test: cst.BaseExpression) -> bool:
+    if not isinstance(test, cst.Comparison) or len(test.comparisons) != 1:
+        return False
+    left, right = test.left, test.comparisons[0].comparator
+    values = {dotted(left) or string_value(left), dotted(right) or string_value(right)}
+    return values == {"__name__", "__main__"}

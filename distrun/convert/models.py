@@ -1,0 +1,268 @@
+"""The models of a project and where they are trained, found across its modules.
+
+A model is what an optimizer is built from (`SGD(model.parameters())`, a parameter
+list filtered from it, `configure_optimizers()` on it). Through `flow.Flow` every name,
+attribute and parameter that may hold it is known; every call of one of those is a
+forward pass. A forward pass is a *training* pass unless it runs without gradients
+(`torch.no_grad()`, `torch.inference_mode()`, a decorated function), or in a loop over
+batches whose body does not train, or in a function that neither trains nor is called
+by one that does.
+
+Each training pass has a *home*: where the DistributedDataParallel object it must call
+can live so that the pass reaches it:
+  - `class`: an attribute of the instances of a class (`self.model` -> `self.ddp_model`),
+  - `name`: a name of a function or module (`model` -> `ddp_model`),
+  - `param`: a parameter (`def train(model, ...)`): its callers pass the DDP object.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+import libcst as cst
+
+from distrun.convert.analysis import Facts, dotted
+from distrun.convert.flow import Flow, Place
+from distrun.convert.idioms import is_backward, is_optimizer, is_optimizer_step, unwrap_iter
+
+_NO_GRAD = frozenset({"torch.no_grad", "torch.inference_mode", "torch.autograd.no_grad",
+                      "torch.autograd.grad_mode.no_grad",
+                      "torch.autograd.grad_mode.inference_mode"})
+_PARAMETERS = ("parameters", "named_parameters")
+
+
+@dataclass(frozen=True)
+class Home:
+    kind: Literal["class", "name", "param"]
+    scope: cst.CSTNode  # ClassDef (its family's root), FunctionDef, or Module
+    name: str  # the attribute, name or parameter
+
+    def __repr__(self) -> str:
+        scope = getattr(getattr(self.scope, "name", None), "value", "<module>")
+        return f"Home({self.kind} {scope}.{self.name})"
+
+
+@dataclass
+class Model:
+    """One model: where it is built and every forward pass of it."""
+
+    place: Place  # the place the optimizer reads its parameters from
+    optimizer: cst.Call | cst.For  # its optimizer, or the loop that updates it by hand
+    component: set[Place]
+    forwards: list[cst.Call] = field(default_factory=list)  # training forward passes
+    other_calls: list[cst.Call] = field(default_factory=list)  # evaluation, no_grad...
+    homes: dict[int, Home] = field(default_factory=dict)  # id(forward call) -> its home
+    unhomed: list[cst.Call] = field(default_factory=list)  # training passes with no home
+
+
+def find_models(facts: Facts, flow: Flow) -> list[Model]:
+    """Every model an optimizer trains, once each, with its forward passes."""
+    models: list[Model] = []
+    found: list[tuple[cst.Call | cst.For, cst.BaseExpression]] = [
+        (call, receiver) for call in facts.calls if _builds_optimizer(facts, call)
+        for receiver in _parameter_receivers(facts, call)]
+    found += _updated_by_hand(facts)
+    for updater, receiver in found:
+        place = _model_place(facts, flow, receiver)
+        if place is None or any(flow.same(place, m.place) for m in models):
+            continue
+        model = Model(place, updater, flow.component(place))
+        _find_forwards(facts, flow, model)
+        models.append(model)
+    return models
+
+
+def _updated_by_hand(facts: Facts) -> list[tuple[cst.Call | cst.For, cst.BaseExpression]]:
+    """`for p in model.parameters(): p.data.add_(p.grad, alpha=-lr)`: a model trained
+    without an optimizer (pytorch/examples word_language_model)."""
+    found: list[tuple[cst.Call | cst.For, cst.BaseExpression]] = []
+    for loop in facts.for_loops:
+        source = loop.iter
+        if not (isinstance(source, cst.Call) and isinstance(source.func, cst.Attribute)
+                and source.func.attr.value in _PARAMETERS and isinstance(loop.target, cst.Name)):
+            continue
+        var = loop.target.value
+        if any(node.attr.value == "grad" and dotted(node.value) == var
+               and facts.inside(node, loop.body) for node in facts.attributes):
+            found.append((loop, source.func.value))
+    return found
+
+
+def _builds_optimizer(facts: Facts, call: cst.Call) -> bool:
+    """`torch.optim.X(...)`, or a factory given `torch.optim` and parameters
+    (`config.init_obj('optimizer', torch.optim, params)`, `getattr(torch.optim, n)(...)`)."""
+    if is_optimizer(facts, call):
+        return True
+    func = call.func
+    if isinstance(func, cst.Call) and facts.call_name(func) == "getattr" and func.args \
+            and facts.qualname(func.args[0].value) == "torch.optim":
+        return True
+    return any(facts.qualname(a.value) == "torch.optim" for a in call.args) and bool(
+        _parameter_receivers(facts, call))
+
+
+def _parameter_receivers(facts: Facts, call: cst.Call) -> list[cst.BaseExpression]:
+    """What `.parameters()` is called on in the optimizer's arguments, also through names
+    assigned in the same function (`params = filter(..., model.parameters())`, minGPT's
+    `param_dict = {pn: p for pn, p in self.named_parameters()}` then `optim_groups`)."""
+    found = _receivers_in(facts, call)
+    scope = facts.scope(call)
+    names = _names_in(call)
+    seen: set[str] = set()
+    for _ in range(3):
+        if found or not names - seen:
+            break
+        seen |= names
+        for assign in facts.assigns:
+            if not isinstance(assign, cst.Assign) or facts.scope(assign) is not scope or not any(
+                    dotted(t.target) in names for t in assign.targets):
+                continue
+            found += _receivers_in(facts, assign.value)
+            names = names | _names_in(assign.value)
+    return found
+
+
+def _receivers_in(facts: Facts, node: cst.CSTNode) -> list[cst.BaseExpression]:
+    return [inner.func.value for inner in facts.calls_in(node)
+            if isinstance(inner.func, cst.Attribute) and inner.func.attr.value in _PARAMETERS]
+
+
+def _model_place(facts: Facts, flow: Flow, receiver: cst.BaseExpression) -> Place | None:
+    """The model whose parameters these are: `model` for `model.fc.parameters()` when
+    `model` itself is called somewhere (the head of a model, fine-tuned alone)."""
+    place = flow.place_of(receiver)
+    if place is None:
+        return None
+    while "." in place.code and not place.code.endswith(".self"):
+        prefix = Place(place.scope, place.code.rpartition(".")[0])
+        if prefix.code == "self" or not _is_called(facts, flow, prefix):
+            break
+        place = prefix
+    return place
+
+
+def _is_called(facts: Facts, flow: Flow, place: Place) -> bool:
+    return any(flow.same(flow.place_of(c.func), place) for c in facts.calls
+               if isinstance(c.func, (cst.Name, cst.Attribute)))
+
+
+def _find_forwards(facts: Facts, flow: Flow, model: Model) -> None:
+    members = {flow.root(model.place)}
+    for call in facts.calls:
+        func = call.func
+        target = func.value if isinstance(func, cst.Attribute) and func.attr.value == "forward" \
+            else func
+        if not isinstance(target, (cst.Name, cst.Attribute)):
+            continue
+        place = flow.place_of(target)
+        if place is None or flow.root(place) not in members:
+            continue
+        if _is_training(facts, flow, call):
+            model.forwards.append(call)
+            home = home_of(facts, flow, target, place)
+            if home is None:
+                model.unhomed.append(call)
+            else:
+                model.homes[id(call)] = home
+        else:
+            model.other_calls.append(call)
+
+
+def _is_training(facts: Facts, flow: Flow, call: cst.Call) -> bool:
+    if _without_gradients(facts, call):
+        return False
+    func = facts.function(call)
+    loop = next(iter(facts.enclosing_loops(call)), None)
+    if isinstance(loop, cst.For) and dotted(unwrap_iter(facts, loop.iter)) is not None \
+            and not _trains_directly(facts, loop.body):
+        return False  # a loop over batches that does not train: evaluation
+    if func is None:
+        top = facts.top_level_statement(call)
+        return _trains_directly(facts, top)
+    if _trains_directly(facts, func):
+        return True
+    return any(_feeds_backward(facts, site) for site, _ in flow.call_sites(func))
+
+
+def _feeds_backward(facts: Facts, site: cst.Call) -> bool:
+    """Does the result of `site` (a call of a helper: `loss = compute_loss(model, x)`) go
+    into a backward pass of its function?"""
+    scope = facts.function(site) or facts.top_level_statement(site)
+    stmt = facts.statement(site)
+    if stmt is None:
+        return False
+    if any(is_backward(c) for c in facts.calls_in(stmt)):
+        return True
+    tainted = _assigned_names(facts, stmt)
+    after = facts.line(stmt)
+    for assign in facts.assigns:  # in source order: names computed from the result
+        if facts.line(assign) > after and facts.inside(assign, scope) and assign.value \
+                is not None and _names_in(assign.value) & tainted:
+            tainted |= _assigned_names(facts, assign)
+    return any(is_backward(c) and facts.line(c) >= after and facts.inside(c, scope)
+               and _names_in(c) & tainted for c in facts.calls_in(scope))
+
+
+def _assigned_names(facts: Facts, node: cst.CSTNode) -> set[str]:
+    """Names assigned anywhere in `node`."""
+    names: set[str] = set()
+    for assign in facts.assigns:
+        if facts.inside(assign, node):
+            targets = [t.target for t in assign.targets] if isinstance(assign, cst.Assign) \
+                else [assign.target]
+            for target in targets:
+                names |= _names_in(target)
+    return names
+
+
+def _names_in(node: cst.CSTNode) -> set[str]:
+    found = set()
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        if isinstance(current, cst.Name):
+            found.add(current.value)
+        stack.extend(current.children)
+    return found
+
+
+def _trains_directly(facts: Facts, container: cst.CSTNode) -> bool:
+    return any(is_backward(c) or is_optimizer_step(c) for c in facts.calls_in(container))
+
+
+def _without_gradients(facts: Facts, node: cst.CSTNode) -> bool:
+    for anc in facts.ancestors(node):
+        if isinstance(anc, cst.With) and any(
+                isinstance(item.item, cst.Call) and facts.call_name(item.item) in _NO_GRAD
+                for item in anc.items):
+            return True
+        if isinstance(anc, cst.FunctionDef) and any(
+                facts.qualname(d.decorator.func if isinstance(d.decorator, cst.Call)
+                               else d.decorator) in _NO_GRAD for d in anc.decorators):
+            return True
+    return False
+
+
+def home_of(facts: Facts, flow: Flow, target: cst.BaseExpression, place: Place
+            ) -> Home | None:
+    """Where the DDP object for the model written `target` (at `place`) can live."""
+    if isinstance(place.scope, cst.ClassDef):
+        attr = place.code.removeprefix("self.")
+        return Home("class", place.scope, attr) if "." not in attr else None
+    if "." in place.code:  # `trainer.model`: an attribute of a class's instances
+        prefix, _, attr = place.code.rpartition(".")
+        for cls in flow.instances(Place(place.scope, prefix)):
+            return Home("class", flow.family(cls), attr)
+        return None
+    scope = place.scope
+    if isinstance(scope, cst.FunctionDef) and place.code in facts.params(scope, False) \
+            and not _assigned_in(facts, flow, scope, place):
+        return Home("param", scope, place.code)
+    return Home("name", scope, place.code)
+
+
+def _assigned_in(facts: Facts, flow: Flow, func: cst.FunctionDef, place: Place) -> bool:
+    return any(
+        isinstance(facts.parent.get(node), cst.AssignTarget) and flow.place_of(node) == place
+        for node in facts.names if facts.function(node) is func and node.value == place.code)

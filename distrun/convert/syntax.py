@@ -1,0 +1,56 @@
+"""Small questions about one syntax node, with no context needed: its dotted name, a
+call's keyword or positional arguments, a string literal's value, a block's statements.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import libcst as cst
+
+
+def dotted(expr: cst.BaseExpression) -> str | None:
+    """`a.b.c` for a chain of names and attributes, else None."""
+    if isinstance(expr, cst.Name):
+        return expr.value
+    if isinstance(expr, cst.Attribute):
+        base = dotted(expr.value)
+        return f"{base}.{expr.attr.value}" if base is not None else None
+    return None
+
+
+def string_value(expr: cst.BaseExpression) -> str | None:
+    """The value of a plain (non f-) string literal, else None."""
+    if isinstance(expr, cst.SimpleString):
+        value = expr.evaluated_value
+        return value if isinstance(value, str) else None
+    return None
+
+
+def keyword(call: cst.Call, name: str) -> cst.Arg | None:
+    for arg in call.args:
+        if arg.keyword is not None and arg.keyword.value == name:
+            return arg
+    return None
+
+
+def positional(call: cst.Call) -> list[cst.Arg]:
+    return [a for a in call.args if a.keyword is None and not a.star]
+
+
+def block_body(node: cst.CSTNode) -> Sequence[cst.BaseStatement]:
+    """The statements of a compound statement's indented block ([] for a one-line suite)."""
+    body = getattr(node, "body", None)
+    if isinstance(body, cst.IndentedBlock):
+        return list(body.body)
+    if isinstance(node, cst.Module):
+        return list(node.body)
+    return []
+
+
+def walk(node: cst.CSTNode) -> list[cst.CSTNode]:
+    """`node` and every node below it, in source order."""
+    found = [node]
+    for child in node.children:
+        found += walk(child)
+    return found

@@ -1,0 +1,125 @@
+"""Reshuffling each epoch (part of the data transform): `loader.sampler.set_epoch(epoch)`
+at the start of the loop around the epoch, also when that loop is in a caller (the loader
+passed as a parameter, kept in `self.`, or a module-level loader read in a function that
+runs once per epoch); without an epoch number (a `while` loop, a function run once per
+epoch, a new `iter(loader)` in a step loop), the sampler's own count goes on.
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from distrun.convert.analysis import Facts, dotted
+from distrun.convert.build import statement
+from distrun.convert.context import Context
+from distrun.convert.idioms import assigns_inside, origin_names
+
+
+def place_set_epoch(ctx: Context, at: cst.CSTNode, loader: str,
+                     scope: cst.CSTNode, depth: int, placed: set[tuple[int, str]]) -> None:
+    facts, plan = ctx.facts, ctx.plan
+    epoch_loop = next(iter(facts.enclosing_loops(at)), None)
+    if epoch_loop is not None:
+        body = epoch_loop.body
+        target = epoch_loop.target if isinstance(epoch_loop, cst.For) else None
+        var = _first_name(target) if target is not None else None
+        if not isinstance(body, cst.IndentedBlock):
+            plan.finding(epoch_loop, "data", "found no epoch variable to reshuffle with",
+                         f"call `{loader}.sampler.set_epoch(epoch)` at the start of each epoch")
+            return
+        key = (id(epoch_loop), loader)
+        if key in placed:
+            return
+        placed.add(key)
+        first = body.body[0]
+        if "." not in loader and assigns_inside(facts, epoch_loop, loader):
+            first = facts.statement(at) or first
+        _insert_set_epoch(ctx, first, loader, var, epoch_loop)
+        return
+    if isinstance(scope, cst.FunctionDef) and _is_global(facts, scope, loader):
+        _set_epoch_in_function(ctx, at, loader, scope, placed)
+        return
+    if not isinstance(scope, cst.FunctionDef) or depth >= 3:
+        plan.finding(at, "data", "found no epoch loop around this training loop",
+                     f"call `{loader}.sampler.set_epoch(epoch)` at the start of each epoch")
+        return
+    for site, is_method in facts.call_sites(scope):
+        if loader.startswith("self."):
+            arg_code: str | None = loader
+        else:
+            arg = facts.argument_for(site, scope, is_method, loader)
+            arg_code = dotted(arg) if arg is not None else None
+        if arg_code is not None:
+            place_set_epoch(ctx, site, arg_code, facts.scope(site), depth + 1, placed)
+
+def set_epoch_on_new_iterators(ctx: Context, sharded: set[str]) -> None:
+    """A step loop drawing batches with `next(it)` from `it = iter(loader)`: each new
+    iterator is a new pass over the data, so the sampler's epoch moves on before it."""
+    facts = ctx.facts
+    for call in facts.calls:
+        if facts.call_name(call) != "iter" or len(call.args) != 1:
+            continue
+        loader = dotted(call.args[0].value)
+        stmt = facts.statement(call)
+        if loader is None or stmt is None or not origin_names(
+                facts, loader, facts.scope(call)) & sharded:
+            continue
+        if isinstance(facts.parent.get(stmt), cst.IndentedBlock | cst.Module) and isinstance(
+                stmt, cst.SimpleStatementLine):
+            _insert_set_epoch(ctx, stmt, loader, None, call)
+
+def _insert_set_epoch(ctx: Context, before: cst.CSTNode, loader: str, epoch: str | None,
+                      where: cst.CSTNode) -> None:
+    """`loader.sampler.set_epoch(epoch)` before `before`; without an epoch number (a
+    `while` loop, a function run once per epoch), the sampler's own count goes on."""
+    if epoch is None and ctx.accelerate:
+        return  # accelerate's prepared loaders count their epochs themselves
+    if epoch is None:
+        call = f"{loader}.sampler.set_epoch({loader}.sampler.epoch + 1)"
+    else:
+        call = f"{loader}.set_epoch({epoch})" if ctx.accelerate else \
+            f"{loader}.sampler.set_epoch({epoch})"
+    ctx.plan.insert_before(before, [statement(f"{call}\n")])
+    ctx.plan.change(where, "data", f"`{call}` at the start of each epoch, so every epoch gets "
+                    "a new shuffle")
+
+
+def _is_global(facts: Facts, scope: cst.FunctionDef, loader: str) -> bool:
+    """Is `loader` a module-level name read inside the function `scope`?"""
+    return ("." not in loader and loader not in facts.params(scope, False)
+            and not assigns_inside(facts, scope, loader))
+
+
+def _set_epoch_in_function(ctx: Context, loop: cst.CSTNode, loader: str,
+                           func: cst.FunctionDef, placed: set[tuple[int, str]]) -> None:
+    """A module-level loader iterated in `def train(epoch)`, run once per epoch: the
+    epoch is set right before the loop, from the parameter that receives the caller's
+    epoch (or the sampler's own count)."""
+    facts = ctx.facts
+    key = (id(loop), loader)
+    if key in placed:
+        return
+    placed.add(key)
+    param = _epoch_parameter(facts, func)
+    stmt = facts.statement(loop)
+    assert stmt is not None
+    _insert_set_epoch(ctx, stmt, loader, param, loop)
+
+
+def _epoch_parameter(facts: Facts, func: cst.FunctionDef) -> str | None:
+    """The parameter of `func` that every caller fills with its epoch loop's variable."""
+    found: set[str | None] = set()
+    for site, is_method in facts.call_sites(func):
+        loop = next(iter(facts.enclosing_loops(site)), None)
+        var = _first_name(loop.target) if isinstance(loop, cst.For) else None
+        param = facts.param_for(site, func, is_method, var) if var else None
+        found.add(param)
+    return found.pop() if len(found) == 1 else None
+
+
+def _first_name(target: cst.BaseExpression) -> str | None:
+    if isinstance(target, cst.Name):
+        return target.value
+    if isinstance(target, (cst.Tuple, cst.List)) and target.elements:
+        return _first_name(target.elements[0].value)
+    return None

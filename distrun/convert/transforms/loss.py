@@ -1,0 +1,100 @@
+"""Sum-reduced losses: the same update on N processes as on one.
+
+A loss that sums over the batch (`reduction="sum"`, `size_average=False`, also inside a
+loss function of the script or a criterion object built with it) gives each rank the
+sum over its own 1/WORLD_SIZE of the batch; DDP averages the gradients over the ranks,
+so every step would be 1/WORLD_SIZE of the single process's. The backward pass is
+scaled back:
+
+    loss.backward()                   ->  (loss * WORLD_SIZE).backward()
+    scaler.scale(loss).backward()     ->  scaler.scale((loss * WORLD_SIZE)).backward()
+    accelerator.backward(loss)        ->  accelerator.backward((loss * WORLD_SIZE))
+
+The loss itself (what is printed or logged) is left as it is: each rank's own sum.
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from distrun.convert.analysis import Facts, dotted, keyword, string_value
+from distrun.convert.build import code_of, expression
+from distrun.convert.context import Context, Transform
+from distrun.convert.idioms import is_backward
+
+_DEPTH = 3
+
+
+def plan_sum_losses(ctx: Context) -> None:
+    facts, world = ctx.facts, ctx.names.world_size
+    for call in facts.calls:
+        if not is_backward(call) or not isinstance(call.func, cst.Attribute):
+            continue
+        loss = call.func.value
+        name = dotted(loss)
+        if name is None:
+            continue
+        found = _sum_reduction(ctx, call, name)
+        if found is None:
+            continue
+        ctx.plan.rewrite(loss, lambda n: expression(f"({code_of(n)} * {world})"))
+        where = f"{facts.module_of(found).path}:{facts.line(found)}"
+        ctx.plan.change(call, "loss", f"`{name}` sums over the batch (`{facts.code(found)}` at "
+                        f"{where}): its backward is scaled by {world}, since DDP averages the "
+                        "ranks' gradients (each step stays the single process's)")
+
+
+TRANSFORM = Transform("loss", plan_sum_losses)
+
+
+def _sum_reduction(ctx: Context, backward: cst.Call, loss: str) -> cst.Call | None:
+    """The call that sums the loss over the batch, if the backward's loss comes from one."""
+    facts = ctx.facts
+    scope = facts.scope(backward)
+    values = [a.value for a in facts.assigns if isinstance(a, cst.Assign)
+              and facts.scope(a) is scope and facts.line(a) <= facts.line(backward)
+              and any(dotted(t.target) == loss for t in a.targets)]
+    for value in values:
+        found = _sums_in(ctx, value, 0)
+        if found is not None:
+            return found
+    return None
+
+
+def _sums_in(ctx: Context, node: cst.CSTNode, depth: int) -> cst.Call | None:
+    facts = ctx.facts
+    for call in facts.calls_in(node):
+        if _is_sum(facts, call):
+            return call
+        criterion = _criterion_sum(ctx, call)
+        if criterion is not None:
+            return criterion
+        found = ctx.flow.callee(call)
+        if found is not None and depth < _DEPTH:
+            inner = _sums_in(ctx, found[0], depth + 1)
+            if inner is not None:
+                return inner
+    return None
+
+
+def _is_sum(facts: Facts, call: cst.Call) -> bool:
+    reduction = keyword(call, "reduction")
+    if reduction is not None and string_value(reduction.value) == "sum":
+        return True
+    average = keyword(call, "size_average")
+    return average is not None and dotted(average.value) == "False"
+
+
+def _criterion_sum(ctx: Context, call: cst.Call) -> cst.Call | None:
+    """`criterion(out, y)` where `criterion = nn.MSELoss(reduction="sum")`."""
+    if not isinstance(call.func, (cst.Name, cst.Attribute)):
+        return None
+    place = ctx.flow.place_of(call.func)
+    if place is None:
+        return None
+    for target in ctx.flow.bindings(place):
+        assign = ctx.facts.parent.get(ctx.facts.parent.get(target, target))
+        value = assign.value if isinstance(assign, cst.Assign) else None
+        if isinstance(value, cst.Call) and _is_sum(ctx.facts, value):
+            return value
+    return None

@@ -1,0 +1,181 @@
+"""Training loaders built where the converter cannot see a DataLoader call (part of the
+data transform): a factory read from a config (`config.init_obj('data_loader', ...)`),
+a DataLoader subclass, a helper of another package. They are rebuilt where they are
+bound, before they reach training:
+
+    data_loader = config.init_obj("data_loader", module_data)
+    ...                                              (other uses of the loader as it is)
+    data_loader = shard_loader(data_loader)          (accelerate: accelerator.prepare)
+    trainer = Trainer(model, ..., data_loader=data_loader)
+
+`shard_loader` (defined with the setup) makes the same DataLoader over the same dataset
+with a DistributedSampler that keeps its shuffle, its batch size and its workers. A
+loader it cannot rebuild (not a DataLoader, an IterableDataset, a sampler of its own)
+stops the script at once with the reason, rather than training every rank on all of it.
+"""
+
+from __future__ import annotations
+
+import re
+
+import libcst as cst
+
+from distrun.convert.analysis import dotted, keyword, positional
+from distrun.convert.build import append_keyword, code_of, expression, statement
+from distrun.convert.context import Context
+from distrun.convert.flow import Place
+from distrun.convert.idioms import TrainLoop, origin_names
+
+_LOADER = re.compile(r"loader|(^|_)dl$", re.IGNORECASE)
+
+
+def rebuild_unseen_loaders(ctx: Context, loops: list[TrainLoop], seen: set[str]) -> set[str]:
+    """Rebuild the loaders of training loops whose DataLoader call is not among `seen`
+    (the names of the loaders built in the project); returns the names they go by."""
+    facts, flow = ctx.facts, ctx.flow
+    rebuilt: set[str] = set()
+    done: set[int] = set()
+    for tl in loops:
+        names = origin_names(facts, tl.loader, facts.scope(tl.loop))
+        if names & seen:
+            continue
+        expr = _loader_expression(tl)
+        place = flow.place_of(expr) if expr is not None else None
+        if place is None:
+            continue
+        members = flow.component(place)
+        for member in members:
+            for target in flow.bindings(member):
+                assign = facts.parent.get(facts.parent.get(target, target))
+                stmt = facts.statement(target)
+                name = dotted(target)
+                if (not isinstance(assign, cst.Assign) or not isinstance(assign.value, cst.Call)
+                        or name is None or not _LOADER.search(name.rsplit(".", 1)[-1])
+                        or name.rsplit(".", 1)[-1] not in names
+                        or stmt is None or id(stmt) in done
+                        or _derived(ctx, assign.value, members)):
+                    continue
+                done.add(id(stmt))
+                _rebuild(ctx, stmt, name, tl.loop)
+                rebuilt |= names | {name.rsplit(".", 1)[-1]}
+    return rebuilt
+
+
+def _derived(ctx: Context, value: cst.Call, members: set[Place]) -> bool:
+    """Is `value` made from the loader itself (`inf_loop(data_loader)`)? Then the loader
+    is rebuilt where it comes from, not here."""
+    return any((p := ctx.flow.place_of(arg.value)) is not None and p in members
+               for arg in value.args)
+
+
+def _loader_expression(tl: TrainLoop) -> cst.BaseExpression | None:
+    """The loader as the loop writes it (`self.data_loader` in `enumerate(...)`)."""
+    node: cst.BaseExpression = tl.loop.iter
+    while isinstance(node, cst.Call) and node.args:
+        node = node.args[0].value
+    return node if dotted(node) == tl.loader else None
+
+
+def _rebuild(ctx: Context, bound: cst.BaseStatement, name: str, loop: cst.For) -> None:
+    """`name = shard_loader(name)` after `bound`, before the first statement of its block
+    that hands the loader on or iterates it."""
+    facts = ctx.facts
+    block = facts.parent.get(bound)
+    siblings = list(getattr(block, "body", []))
+    at, before = bound, False
+    for stmt in siblings[siblings.index(bound) + 1:] if bound in siblings else []:
+        if facts.inside(loop, stmt) or _hands_on(ctx, stmt, name):
+            at, before = stmt, True
+            break
+    call = f"{ctx.names.accelerator}.prepare({name})" if ctx.accelerate else \
+        f"{ctx.names.shard_loader}({name})"
+    new = [statement(f"{name} = {call}\n")]
+    if before:
+        ctx.plan.insert_before(at, new)
+    else:
+        ctx.plan.insert_after(at, new)
+    if not ctx.accelerate:
+        ctx.need("sampler", at=bound)
+        ctx.helpers.add(("shard_loader", facts.module_of(bound).name))
+    ctx.plan.change(bound, "data", f"`{name}` is a training loader built where no DataLoader "
+                    f"call shows (`{facts.code(_value(bound))}`): rebuilt with `{call}` "
+                    "before it is used for training, each rank reading its own part; it "
+                    "stops with the reason if it cannot be")
+
+
+def _value(stmt: cst.BaseStatement) -> cst.CSTNode:
+    small = stmt.body[0] if isinstance(stmt, cst.SimpleStatementLine) else None
+    return small.value if isinstance(small, cst.Assign) else stmt
+
+
+def _hands_on(ctx: Context, stmt: cst.CSTNode, name: str) -> bool:
+    """Does `stmt` pass `name` to a call (a trainer, a training function)?"""
+    return any(dotted(arg.value) == name for call in ctx.facts.calls_in(stmt)
+               for arg in call.args)
+
+
+_WITH_REPLACEMENT = {"torch.utils.data.RandomSampler": 0,
+                     "torch.utils.data.sampler.RandomSampler": 0,
+                     "torch.utils.data.WeightedRandomSampler": 1,
+                     "torch.utils.data.sampler.WeightedRandomSampler": 1}
+
+
+def draw_per_rank(ctx: Context, sampler: cst.Call) -> bool:
+    """A sampler drawing with replacement (`RandomSampler(ds, replacement=True)`,
+    `WeightedRandomSampler`) cannot be split: each rank draws its own share instead, from
+    a generator seeded with its rank (`num_samples // WORLD_SIZE` each). True if done."""
+    facts, n = ctx.facts, ctx.names
+    name = facts.call_name(sampler) or ""
+    if name not in _WITH_REPLACEMENT or keyword(sampler, "generator") is not None:
+        return False
+    replacement = keyword(sampler, "replacement")
+    weighted = name.endswith("WeightedRandomSampler")
+    if (replacement is None and not weighted) or (
+            replacement is not None and dotted(replacement.value) != "True"):
+        return False
+    args = positional(sampler)
+    count = keyword(sampler, "num_samples") or (args[1] if weighted and len(args) > 1 else None)
+    seed = f"torch.Generator().manual_seed(torch.initial_seed() + {n.rank})"
+
+    def rewrite(node: cst.CSTNode) -> cst.CSTNode:
+        assert isinstance(node, cst.Call)
+        node = append_keyword(node, "generator", expression(seed))
+        if count is None and args:
+            return append_keyword(node, "num_samples", expression(
+                f"len({code_of(node.args[0].value)}) // {n.world_size}"))
+        return node
+
+    if count is not None:
+        ctx.plan.rewrite(count.value, lambda v: expression(f"({code_of(v)}) // {n.world_size}"))
+    ctx.plan.rewrite(sampler, rewrite)
+    ctx.plan.change(sampler, "data", f"`{facts.code(sampler.func)}` draws with replacement: "
+                    f"each rank draws its own num_samples // {n.world_size} from a generator "
+                    "seeded with its rank (the same number of samples per epoch in all)")
+    return True
+
+
+def helper_code(ctx: Context) -> str:
+    n = ctx.names
+    return f'''
+
+def {n.shard_loader}(loader):
+    """distrun: `loader` again, each rank reading its own part (same batch size, shuffle)."""
+    data = torch.utils.data
+    if not isinstance(loader, data.DataLoader) or isinstance(loader.dataset, data.IterableDataset):
+        raise TypeError(f"distrun: a {{type(loader).__name__}} is not a DataLoader over a "
+                        "map-style dataset: shard its data yourself (each rank must read its "
+                        "own part)")
+    shuffle = isinstance(loader.sampler, data.RandomSampler)
+    if loader.batch_size is None or not (
+            shuffle or isinstance(loader.sampler, data.SequentialSampler)):
+        raise TypeError("distrun: this DataLoader has a sampler of its own: shard it "
+                        "yourself (each rank must read its own part)")
+    return data.DataLoader(
+        loader.dataset, batch_size=loader.batch_size, drop_last=loader.drop_last,
+        sampler={n.sampler}(loader.dataset, shuffle=shuffle),
+        num_workers=loader.num_workers, collate_fn=loader.collate_fn,
+        pin_memory=loader.pin_memory, timeout=loader.timeout,
+        worker_init_fn=loader.worker_init_fn, prefetch_factor=loader.prefetch_factor,
+        persistent_workers=loader.persistent_workers,
+    )
+'''

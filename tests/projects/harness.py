@@ -1,0 +1,624 @@
+"""End-to-end harness of the real-projects corpus (tests/projects/).
+
+Each project folder holds `upstream/` (files of a public repository, verbatim),
+`project.yaml` (the descriptor) and optionally `shim/` and fixture files. A run:
+
+1. `run_single`: copy upstream/ to TMP/orig, create the project's data there, run the
+   entry script on one process with the shim on PYTHONPATH and the single-run arguments
+   (batch N);
+2. `convert_project`: copy upstream/ to TMP/conv and convert it with distrun;
+3. `run_two`: `python -m distrun launch --nproc-per-node 2 ENTRY ...` in TMP/conv with
+   the two-process arguments (N/2 per rank);
+4. `compare`: the converted run's checkpoints have the original's keys (no `module.`
+   prefix), load into the original model class in a plain process, and (where the
+   descriptor says `exact: true`) hold the original's weights within 1e-5.
+
+A Jupyter notebook as the entry (`entry: path/NAME.ipynb`, or `notebook: true`): the
+original runs as `NAME_cells.py`, the notebook's code cells joined by the harness's own
+minimal extraction (`notebook_cells`, independent of distrun's) and written beside it;
+`distrun convert NAME.ipynb` writes `NAME_ddp.py` beside it, which the 2 processes run.
+
+By hand:
+
+    .venv/bin/python tests/projects/harness.py --all          # a table of every project
+    .venv/bin/python -m tests.projects.harness vae mnist      # some projects
+    .venv/bin/python tests/projects/harness.py vae --keep     # keep the run folder
+
+Only the standard library and PyYAML are imported at module level: the compare worker
+(`--compare-worker`) runs in its own process, beside the project's modules.
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent.parent
+SHARED_SHIM = HERE / "shim"
+TOLERANCE = 1e-5
+RUN_TIMEOUT = 300
+
+REQUIRED_KEYS = ("name", "source", "entry", "single", "two", "checkpoints", "exact",
+                 "exact_reason", "styles", "expected_trouble", "today")
+SOURCE_KEYS = ("repository", "commit", "license", "files")
+
+
+# --------------------------------------------------------------------------- descriptors
+
+@dataclass
+class Project:
+    name: str
+    folder: Path
+    spec: dict[str, Any] = field(repr=False)
+
+    @property
+    def upstream(self) -> Path:
+        return self.folder / "upstream"
+
+    @property
+    def entry(self) -> str:
+        return str(self.spec["entry"])
+
+    @property
+    def workdir(self) -> str:
+        return str(self.spec.get("workdir", "."))
+
+    @property
+    def entry_in_workdir(self) -> str:
+        return os.path.relpath(self.entry, self.workdir)
+
+    @property
+    def is_notebook(self) -> bool:
+        return bool(self.spec.get("notebook")) or self.entry.endswith(".ipynb")
+
+    def _beside_entry(self, suffix: str) -> str:
+        entry = Path(self.entry)
+        return (entry.parent / f"{entry.stem}{suffix}").as_posix()
+
+    @property
+    def single_script(self) -> str:
+        """What the 1-process run starts: the entry, or a notebook's `NAME_cells.py`."""
+        return self._beside_entry("_cells.py") if self.is_notebook else self.entry
+
+    @property
+    def two_script(self) -> str:
+        """What the 2-process run starts: the converted entry, or a notebook's
+        `NAME_ddp.py` (written by `distrun convert NAME.ipynb` beside it)."""
+        return self._beside_entry("_ddp.py") if self.is_notebook else self.entry
+
+    def in_workdir(self, path: str) -> str:
+        return os.path.relpath(path, self.workdir)
+
+    @property
+    def exact(self) -> bool:
+        return bool(self.spec["exact"])
+
+    @property
+    def today(self) -> dict[str, Any]:
+        return dict(self.spec["today"])
+
+    def shim_paths(self) -> list[Path]:
+        """Shim folders for PYTHONPATH: the project's own first, then the shared one."""
+        own = [self.folder / p for p in self.spec.get("shims", [])]
+        return [*own, SHARED_SHIM]
+
+
+def load(name: str) -> Project:
+    folder = HERE / name
+    spec = yaml.safe_load((folder / "project.yaml").read_text())
+    return Project(name=name, folder=folder, spec=spec)
+
+
+def names() -> list[str]:
+    return sorted(p.parent.name for p in HERE.glob("*/project.yaml"))
+
+
+def sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def descriptor_problems(project: Project) -> list[str]:
+    """What is missing or wrong in a descriptor and its upstream files."""
+    spec, problems = project.spec, []
+    problems += [f"missing key {k!r}" for k in REQUIRED_KEYS if k not in spec]
+    source = spec.get("source", {})
+    problems += [f"missing source.{k}" for k in SOURCE_KEYS if not source.get(k)]
+    if len(str(source.get("commit", ""))) != 40:
+        problems.append("source.commit is not a 40-digit sha")
+    files = source.get("files", {}) or {}
+    for rel, digest in files.items():
+        path = project.upstream / rel
+        if not path.is_file():
+            problems.append(f"upstream file missing: {rel}")
+        elif sha256(path) != digest:
+            problems.append(f"upstream file changed (sha256 differs): {rel}")
+    on_disk = {p.relative_to(project.upstream).as_posix()
+               for p in project.upstream.rglob("*") if p.is_file()}
+    problems += [f"file in upstream/ not listed in source.files: {p}"
+                 for p in sorted(on_disk - set(files))]
+    if spec.get("entry") and spec["entry"] not in files:
+        problems.append("entry is not one of the upstream files")
+    for key in ("single", "two"):
+        if not isinstance(spec.get(key, {}).get("args"), list):
+            problems.append(f"{key}.args must be a list")
+    if not spec.get("checkpoints"):
+        problems.append("no checkpoint to compare")
+    for ckpt in spec.get("checkpoints", []):
+        if "path" not in ckpt:
+            problems.append("a checkpoint without path")
+        if "model" not in ckpt and "model_note" not in ckpt:
+            problems.append(f"checkpoint {ckpt.get('path')}: neither model nor model_note")
+    today = spec.get("today", {})
+    if today.get("status") not in ("pass", "xfail"):
+        problems.append("today.status must be pass or xfail")
+    if today.get("status") == "xfail" and not today.get("reason"):
+        problems.append("today.status xfail needs a reason")
+    if not isinstance(spec.get("exact"), bool):
+        problems.append("exact must be true or false")
+    return problems
+
+
+# --------------------------------------------------------------------------- notebooks
+
+# cell magics whose body is Python (the magic line alone goes)
+PYTHON_CELL_MAGICS = frozenset({"time", "timeit", "capture", "prun"})
+
+
+def notebook_cells(data: bytes) -> str:
+    """The harness's own minimal extraction of a notebook (deliberately independent of
+    distrun's): the code cells in order; a line that starts a statement with `%` (line
+    magic) or `!` (shell) becomes `pass` (the block around it stays valid), while a line
+    inside an open bracket, string or backslash continuation is code whatever its first
+    character (`% (a, b)` formatting); a cell opened by a `%%` magic is dropped whole
+    unless its body is Python (`%%time`...)."""
+    notebook = json.loads(data.decode("utf-8"))
+    out: list[str] = []
+    code_cells = [c for c in notebook["cells"] if c.get("cell_type") == "code"]
+    for number, cell in enumerate(code_cells, 1):
+        source = cell.get("source", "")
+        lines = ("".join(source) if isinstance(source, list) else str(source)).splitlines()
+        first = lines[0].strip() if lines else ""
+        if first.startswith("%%"):
+            magic = first[2:].split(maxsplit=1)[0] if len(first) > 2 else ""
+            if magic not in PYTHON_CELL_MAGICS:
+                out.append(f"# cell {number}: dropped by the harness ({first})")
+                continue
+            lines = lines[1:]
+        out.append(f"# cell {number}")
+        statement: list[str] = []  # the lines of a logical line not yet complete
+        for line in lines:
+            stripped = line.lstrip()
+            if not statement and stripped.startswith(("%", "!")):
+                indent = line[: len(line) - len(stripped)]
+                out.append(f"{indent}pass  # harness dropped: {stripped}")
+                continue
+            out.append(line)
+            statement.append(line)
+            if _complete("\n".join(statement) + "\n"):
+                statement = []
+        out.append("")
+    return "\n".join(out)
+
+
+def _complete(text: str) -> bool:
+    """Whether `text` ends its logical line (no open bracket, string or continuation)."""
+    import io
+    import tokenize
+
+    try:
+        for _ in tokenize.generate_tokens(io.StringIO(text).readline):
+            pass
+    except tokenize.TokenError:
+        return False
+    except (SyntaxError, ValueError):
+        return True
+    return True
+
+
+# --------------------------------------------------------------------------- set-up steps
+
+def _words(rng: Any, n: int, vocab: list[str]) -> list[str]:
+    return [vocab[int(i)] for i in rng.integers(0, len(vocab), n)]
+
+
+def _setup(project: Project, run_root: Path) -> None:
+    """Creates the project's data (and copies its fixtures) inside the run folder."""
+    for step in project.spec.get("setup", []) or []:
+        kind = step["kind"]
+        if kind == "copy":
+            dest = run_root / step["to"]
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy(project.folder / step["from"], dest)
+        elif kind == "text_corpus":
+            import numpy as np
+
+            rng = np.random.default_rng(step.get("seed", 0))
+            vocab = [f"w{i}" for i in range(step.get("vocab", 50))]
+            folder = run_root / step["dir"]
+            folder.mkdir(parents=True, exist_ok=True)
+            for split, lines in step["lines"].items():
+                text = "\n".join(" ".join(_words(rng, 12, vocab)) for _ in range(lines))
+                (folder / f"{split}.txt").write_text(text + "\n")
+        elif kind == "npy_images":
+            import numpy as np
+
+            rng = np.random.default_rng(step.get("seed", 0))
+            folder = run_root / step["dir"]
+            folder.mkdir(parents=True, exist_ok=True)
+            shape = tuple(step["shape"])
+            high = step.get("high", 256)
+            for i in range(step["count"]):
+                name = step.get("name", "img{i:03d}.npy").format(i=i)
+                array = rng.integers(0, high, shape).astype(np.uint8)
+                with open(folder / name, "wb") as f:
+                    np.save(f, array)
+        elif kind == "mkdir":
+            (run_root / step["dir"]).mkdir(parents=True, exist_ok=True)
+        else:
+            raise ValueError(f"{project.name}: unknown setup step {kind!r}")
+
+
+def _copy_upstream(project: Project, dest: Path) -> Path:
+    if dest.exists():
+        shutil.rmtree(dest)
+    shutil.copytree(project.upstream, dest)
+    _setup(project, dest)
+    return dest
+
+
+def _env(project: Project, run_root: Path, extra: dict[str, Any] | None = None
+         ) -> dict[str, str]:
+    paths = [str(p) for p in project.shim_paths()]
+    paths += [str(run_root / p) for p in project.spec.get("pythonpath", [])]
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONDONTWRITEBYTECODE": "1"}
+    env.pop("PYTHONPATH", None)
+    env["PYTHONPATH"] = os.pathsep.join(paths)
+    bin_dirs = [str(project.folder / p) for p in project.spec.get("path", [])]
+    if bin_dirs:
+        env["PATH"] = os.pathsep.join([*bin_dirs, env.get("PATH", "")])
+    for key, value in {**project.spec.get("env", {}), **(extra or {})}.items():
+        env[key] = str(value)
+    return env
+
+
+def _with_distrun(env: dict[str, str]) -> dict[str, str]:
+    """The environment for a `python -m distrun` command: this checkout's distrun first
+    (not another one installed in the interpreter running the tests)."""
+    return {**env, "PYTHONPATH": os.pathsep.join([str(ROOT), env["PYTHONPATH"]])}
+
+
+def _run(args: list[str], cwd: Path, env: dict[str, str], timeout: float = RUN_TIMEOUT
+         ) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True,
+                          timeout=timeout, stdin=subprocess.DEVNULL)
+
+
+# --------------------------------------------------------------------------- the four steps
+
+def run_single(project: Project, tmp: Path) -> subprocess.CompletedProcess[str]:
+    """The original project on one process (batch N), in TMP/orig. A notebook runs as
+    its code cells (`notebook_cells`) written to NAME_cells.py beside it, so that the
+    script's folder (sys.path[0]) is the notebook's, as for the converted NAME_ddp.py."""
+    root = _copy_upstream(project, tmp / "orig")
+    if project.is_notebook:
+        cells = notebook_cells((root / project.entry).read_bytes())
+        (root / project.single_script).write_text(cells)
+    spec = project.spec["single"]
+    env = _env(project, root, spec.get("env"))
+    args = [sys.executable, project.in_workdir(project.single_script), *map(str, spec["args"])]
+    return _run(args, root / project.workdir, env)
+
+
+def convert_project(project: Project, tmp: Path) -> subprocess.CompletedProcess[str]:
+    """Converts the project into TMP/conv: a copy of upstream/ converted in place by
+    project mode (`distrun convert ENTRY --in-place`: the entry and every local module it
+    imports; a folder on the descriptor's `pythonpath`, where an installed package of the
+    repository lives, is given as `--root`). A notebook: `distrun convert NAME.ipynb`,
+    which writes NAME_ddp.py beside it (the notebook itself is left as it is)."""
+    root = _copy_upstream(project, tmp / "conv")
+    env = _with_distrun(_env(project, root))
+    if project.is_notebook:
+        args = [sys.executable, "-m", "distrun", "convert", str(root / project.entry),
+                *map(str, project.spec.get("convert_args", []))]
+        return _run(args, root, env)
+    roots = [arg for p in project.spec.get("pythonpath", []) for arg in ("--root", str(root / p))]
+    args = [sys.executable, "-m", "distrun", "convert", str(root / project.entry),
+            "--in-place", "--no-backup", *roots,
+            *map(str, project.spec.get("convert_args", []))]
+    return _run(args, root, env)
+
+
+def run_two(project: Project, tmp: Path) -> subprocess.CompletedProcess[str]:
+    """The converted project on 2 processes (N/2 per rank), in TMP/conv."""
+    root = tmp / "conv"
+    spec = project.spec["two"]
+    env = _with_distrun(_env(project, root, spec.get("env")))
+    args = [sys.executable, "-m", "distrun", "launch", "--nproc-per-node", "2",
+            "--timeout", "240", "--log-dir", str(tmp / "launch-logs"),
+            project.in_workdir(project.two_script), *map(str, spec["args"])]
+    return _run(args, root / project.workdir, env)
+
+
+@dataclass
+class Comparison:
+    ok: bool
+    lines: list[str]
+
+    def __str__(self) -> str:
+        return "\n".join(self.lines)
+
+
+def compare(project: Project, tmp: Path) -> Comparison:
+    """Checks the converted run's checkpoints against the original's (in a subprocess)."""
+    root = tmp / "orig"
+    job = {
+        "orig": str(tmp / "orig" / project.workdir),
+        "conv": str(tmp / "conv" / project.workdir),
+        "checkpoints": project.spec["checkpoints"],
+        "exact": project.exact,
+        "tolerance": TOLERANCE,
+        "argv": [project.in_workdir(project.single_script),
+                 *map(str, project.spec["single"]["args"])],
+    }
+    env = _env(project, root, project.spec["single"].get("env"))
+    env.pop("DISTRUN_SHIM_CAPTURE", None)
+    env["PYTHONPATH"] = os.pathsep.join([str(root / project.workdir), env["PYTHONPATH"]])
+    result = _run([sys.executable, str(Path(__file__).resolve()), "--compare-worker",
+                   json.dumps(job)], root / project.workdir, env)
+    lines = result.stdout.strip().splitlines()
+    if result.returncode != 0:
+        lines.append(f"compare worker failed (exit {result.returncode}):")
+        lines += result.stderr.strip().splitlines()[-15:]
+    ok = result.returncode == 0 and bool(lines) and lines[-1] == "COMPARE OK"
+    return Comparison(ok, lines)
+
+
+def _definitions_of(module_name: str) -> Any:
+    """MODULE.py of the current folder with only its imports, class and function
+    definitions and constant assignments run (`model: {definitions_only: true}`): the
+    model class of a notebook's NAME_cells.py without training it again."""
+    import ast
+    import types
+
+    path = Path(os.getcwd()) / f"{module_name}.py"
+    tree = ast.parse(path.read_text(), str(path))
+    kept: list[ast.stmt] = []
+    for node in tree.body:
+        if isinstance(node, (ast.Import, ast.ImportFrom, ast.ClassDef, ast.FunctionDef,
+                             ast.AsyncFunctionDef)):
+            kept.append(node)
+        elif isinstance(node, ast.Assign) and all(isinstance(t, ast.Name)
+                                                  for t in node.targets):
+            try:
+                ast.literal_eval(node.value)
+            except (ValueError, TypeError, SyntaxError):
+                continue
+            kept.append(node)
+    module = types.ModuleType(module_name)
+    module.__file__ = str(path)
+    exec(compile(ast.Module(body=kept, type_ignores=[]), str(path), "exec"), module.__dict__)
+    return module
+
+
+def _compare_worker(job: dict[str, Any]) -> int:
+    """Runs beside the project's modules (cwd = the original's workdir)."""
+    import importlib
+
+    sys.path[:] = [p for p in sys.path if p and Path(p).resolve() != HERE]
+    sys.path.insert(0, os.getcwd())
+    import torch
+
+    sys.argv = list(job["argv"])
+    failures: list[str] = []
+
+    def state_dict_of(path: str, key: str | None) -> dict[str, Any] | None:
+        try:
+            obj = torch.load(path, map_location="cpu", weights_only=False)
+        except Exception as e:  # noqa: BLE001 (the message is the result)
+            failures.append(f"{path}: torch.load in a plain process failed: "
+                            f"{type(e).__name__}: {str(e).splitlines()[0]}")
+            return None
+        for part in (key.split(".") if key else []):
+            if not isinstance(obj, dict) or part not in obj:
+                keys = sorted(obj)[:8] if isinstance(obj, dict) else type(obj).__name__
+                failures.append(f"{path}: no key {part!r} (has {keys})")
+                return None
+            obj = obj[part]
+        if isinstance(obj, torch.nn.Module):
+            obj = obj.state_dict()
+        return dict(obj)
+
+    def one(pattern: str, base: str) -> str | None:
+        found = sorted(glob.glob(os.path.join(base, pattern)))
+        if len(found) != 1:
+            failures.append(f"{pattern}: {len(found)} files in {base} (want 1): {found}")
+            return None
+        return found[0]
+
+    for ckpt in job["checkpoints"]:
+        orig_path, conv_path = one(ckpt["path"], job["orig"]), one(ckpt["path"], job["conv"])
+        if not orig_path or not conv_path:
+            continue
+        key = ckpt.get("key")
+        expected, got = state_dict_of(orig_path, key), state_dict_of(conv_path, key)
+        if expected is None or got is None:
+            continue
+        for drop in ckpt.get("drop_keys", []):
+            expected.pop(drop, None)
+            got.pop(drop, None)
+        label = ckpt["path"] + (f"[{key}]" if key else "")
+        prefixed = [k for k in got if k.startswith("module.")]
+        if prefixed:
+            failures.append(f"{label}: `module.` prefix in {len(prefixed)} keys, "
+                            f"e.g. {prefixed[0]}")
+        if sorted(expected) != sorted(got):
+            missing = sorted(set(expected) - set(got))[:3]
+            extra = sorted(set(got) - set(expected))[:3]
+            failures.append(f"{label}: keys differ: missing {missing}, unexpected {extra}")
+            continue
+        shapes = [k for k in expected if tuple(expected[k].shape) != tuple(got[k].shape)]
+        if shapes:
+            failures.append(f"{label}: shapes differ for {shapes[:3]}")
+            continue
+        spec = ckpt.get("model")
+        if spec:
+            module_name, _, attr = spec["callable"].partition(":")
+            if spec.get("definitions_only"):
+                factory = _definitions_of(module_name)
+            else:
+                factory = importlib.import_module(module_name)
+            for part in attr.split("."):
+                factory = getattr(factory, part)
+            model = factory(*spec.get("args", []), **spec.get("kwargs", {}))
+            try:
+                model.load_state_dict(got)
+            except Exception as e:  # noqa: BLE001 (the message is the result)
+                failures.append(f"{label}: load_state_dict into {spec['callable']} failed: "
+                                f"{str(e).splitlines()[0]}")
+                continue
+            print(f"{label}: loads into {spec['callable']}")
+        else:
+            print(f"{label}: keys and shapes equal to the original's ({len(got)} tensors)")
+        nonfinite = [k for k, v in got.items()
+                     if v.is_floating_point() and not torch.isfinite(v).all()]
+        if nonfinite:
+            failures.append(f"{label}: non-finite values in {nonfinite[:3]}")
+        if job["exact"]:
+            worst, worst_key = 0.0, ""
+            for k in expected:
+                a, b = expected[k], got[k]
+                if not a.is_floating_point():
+                    if not torch.equal(a, b):
+                        failures.append(f"{label}: {k} differs")
+                    continue
+                diff = (a.double() - b.double()).abs().max().item() if a.numel() else 0.0
+                if diff > worst:
+                    worst, worst_key = diff, k
+                if not torch.allclose(b, a, atol=job["tolerance"], rtol=job["tolerance"]):
+                    failures.append(f"{label}: {k} differs by up to {diff:.3g}")
+            print(f"{label}: largest difference {worst:.3g} ({worst_key or '-'})")
+    for failure in failures:
+        print("FAIL " + failure)
+    print("COMPARE OK" if not failures else "COMPARE FAILED")
+    return 0
+
+
+# --------------------------------------------------------------------------- one whole run
+
+@dataclass
+class Outcome:
+    name: str
+    single: subprocess.CompletedProcess[str] | None = None
+    convert: subprocess.CompletedProcess[str] | None = None
+    two: subprocess.CompletedProcess[str] | None = None
+    comparison: Comparison | None = None
+    seconds: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def passed(self) -> bool:
+        return (self.single is not None and self.single.returncode == 0
+                and self.convert is not None and self.convert.returncode == 0
+                and self.two is not None and self.two.returncode == 0
+                and self.comparison is not None and self.comparison.ok)
+
+    def failure(self) -> str:
+        """The first step that failed, with the end of its output."""
+        for step, result in (("single run", self.single), ("convert", self.convert),
+                             ("two-process run", self.two)):
+            if result is None:
+                return f"{step}: not run"
+            if result.returncode != 0:
+                tail = (result.stdout + result.stderr).strip().splitlines()[-30:]
+                return f"{step} exited {result.returncode}:\n" + "\n".join(tail)
+        if self.comparison is None:
+            return "compare: not run"
+        return "" if self.comparison.ok else f"compare:\n{self.comparison}"
+
+
+def run_all_steps(project: Project, tmp: Path) -> Outcome:
+    """run_single, convert_project, run_two, compare; stops at the first failure."""
+    out = Outcome(project.name)
+    for step, fn in (("single", run_single), ("convert", convert_project), ("two", run_two)):
+        start = time.monotonic()
+        result = fn(project, tmp)
+        out.seconds[step] = time.monotonic() - start
+        setattr(out, step, result)
+        if result.returncode != 0:
+            return out
+    start = time.monotonic()
+    out.comparison = compare(project, tmp)
+    out.seconds["compare"] = time.monotonic() - start
+    return out
+
+
+def _status(out: Outcome) -> str:
+    if out.passed:
+        return "passes"
+    first = out.failure().splitlines()
+    return first[0] if first else "?"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("names", nargs="*", help="projects (default with --all: every one)")
+    parser.add_argument("--all", action="store_true")
+    parser.add_argument("--keep", action="store_true", help="keep the run folders")
+    parser.add_argument("-v", "--verbose", action="store_true",
+                        help="print each failure's output and the conversion report")
+    parser.add_argument("--compare-worker", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.compare_worker:
+        return _compare_worker(json.loads(args.compare_worker))
+    chosen = names() if args.all or not args.names else args.names
+    rows = []
+    for name in chosen:
+        project = load(name)
+        problems = descriptor_problems(project)
+        tmp = Path(tempfile.mkdtemp(prefix=f"distrun-project-{name}-"))
+        try:
+            out = run_all_steps(project, tmp)
+        finally:
+            if not args.keep:
+                shutil.rmtree(tmp, ignore_errors=True)
+        total = sum(out.seconds.values())
+        expected = project.today["status"]
+        rows.append((name, "exact" if project.exact else "not exact", _status(out),
+                     expected, f"{total:.1f}s",
+                     " ".join(f"{k}={v:.1f}" for k, v in out.seconds.items())))
+        if problems:
+            rows.append((name, "descriptor:", "; ".join(problems), "", "", ""))
+        if args.verbose:
+            if out.convert is not None:
+                print(f"== {name}: conversion report\n{out.convert.stderr}{out.convert.stdout}")
+            if not out.passed:
+                print(f"== {name}: {out.failure()}")
+            elif out.comparison is not None:
+                print(f"== {name}: {out.comparison}")
+        if args.keep:
+            print(f"{name}: run folder kept in {tmp}")
+    widths = [max(len(str(r[i])) for r in rows) for i in range(6)] if rows else []
+    header = ("project", "exact", "result", "expected", "time", "steps (s)")
+    widths = [max(w, len(h)) for w, h in zip(widths, header, strict=True)]
+    for row in (header, *rows):
+        print("  ".join(str(c).ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
+    return 0
+
+
+if __name__ == "__main__":
+    if __package__ in (None, ""):
+        sys.path.insert(0, str(ROOT))
+    sys.exit(main())

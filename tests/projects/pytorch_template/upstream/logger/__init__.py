@@ -1,0 +1,2 @@
+from .logger import *
+from .visualization import *

@@ -1,0 +1,1 @@
+"""Helpers of the projects' shim (see ../sitecustomize.py)."""

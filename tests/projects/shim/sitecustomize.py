@@ -1,0 +1,120 @@
+"""Start-up hook of the projects' shim (tests/projects/shim is first on PYTHONPATH).
+
+Python imports `sitecustomize` at start-up in every process that has the shim on its
+path: the original run, `distrun convert`, `distrun launch`, torchrun and every rank.
+It stays cheap: nothing heavy is imported here. What it does:
+
+- seeds `random` at once, and `torch` (manual_seed(0)) and `numpy` (seed 0) right after
+  they are first imported, so that upstream scripts that never seed still build the same
+  initial model in every run and on every rank;
+- serves a stub `torch.utils.tensorboard` (a SummaryWriter whose methods accept
+  anything) when the real `tensorboard` package is not installed;
+- reads the harness knobs below (environment variables; each project's descriptor says
+  which ones it sets, always for both runs alike).
+
+Knobs:
+
+DISTRUN_SHIM_NO_DROPOUT=1   every functional dropout (F.dropout, dropout1d/2d/3d,
+                            alpha_dropout, feature_alpha_dropout) returns its input, so
+                            nn.Dropout* modules too: no randomness in the forward pass.
+DISTRUN_SHIM_NO_NOISE=1     torch.randn_like returns zeros (the VAE's reparameterisation
+                            noise), so the forward pass is deterministic.
+DISTRUN_SHIM_CUDA_INDEX_TO_CPU=1
+                            `.to(<int>)`, `.to("cuda")`, `.to("cuda:N")` on modules and
+                            tensors go to the CPU when CUDA is not available (scripts that
+                            hard-code `device = 0`).
+DISTRUN_SHIM_CAPTURE=PATH   at exit, on global rank 0 only, save {name: state_dict} of every
+                            torch.nn.Module found among the globals of `__main__` (a DDP
+                            wrapper is unwrapped by the harness, not by the script) to PATH:
+                            the checkpoint of scripts that save none. A process with no
+                            module in `__main__` (torchrun, distrun) writes nothing.
+"""
+
+from __future__ import annotations
+
+import importlib.abc
+import importlib.machinery
+import importlib.util
+import os
+import random
+import sys
+
+random.seed(0)
+
+_HOOKS: dict = {}
+
+
+class _AfterImport(importlib.abc.MetaPathFinder):
+    """Runs a callback right after a module's own code has run."""
+
+    def find_spec(self, name, path=None, target=None):
+        if name not in _HOOKS:
+            return None
+        spec = importlib.machinery.PathFinder.find_spec(name, path)
+        if spec is None or spec.loader is None:
+            return None
+        loader, callback = spec.loader, _HOOKS.pop(name)
+        original_exec = loader.exec_module
+
+        def exec_module(module):
+            original_exec(module)
+            callback(module)
+
+        loader.exec_module = exec_module
+        return spec
+
+
+class _FakeTensorboard(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """`torch.utils.tensorboard` without the tensorboard package: a stub SummaryWriter."""
+
+    NAME = "torch.utils.tensorboard"
+
+    def find_spec(self, name, path=None, target=None):
+        if name != self.NAME:
+            return None
+        sys.meta_path.remove(self)
+        try:
+            real = importlib.util.find_spec("tensorboard")
+        finally:
+            sys.meta_path.insert(0, self)
+        if real is not None:
+            return None
+        return importlib.machinery.ModuleSpec(name, self)
+
+    def create_module(self, spec):
+        return None
+
+    def exec_module(self, module):
+        from _distrun_shim.tensorboard import SummaryWriter
+
+        module.SummaryWriter = SummaryWriter
+
+
+def _after_torch(torch):
+    torch.manual_seed(0)
+    if os.environ.get("DISTRUN_SHIM_NO_DROPOUT") == "1":
+        from _distrun_shim import knobs
+
+        knobs.no_dropout(torch)
+    if os.environ.get("DISTRUN_SHIM_NO_NOISE") == "1":
+        from _distrun_shim import knobs
+
+        knobs.no_noise(torch)
+    if os.environ.get("DISTRUN_SHIM_CUDA_INDEX_TO_CPU") == "1":
+        from _distrun_shim import knobs
+
+        knobs.cuda_index_to_cpu(torch)
+    if os.environ.get("DISTRUN_SHIM_CAPTURE"):
+        from _distrun_shim import knobs
+
+        knobs.capture_at_exit(os.environ["DISTRUN_SHIM_CAPTURE"])
+
+
+def _after_numpy(numpy):
+    numpy.random.seed(0)
+
+
+_HOOKS["torch"] = _after_torch
+_HOOKS["numpy"] = _after_numpy
+sys.meta_path.insert(0, _AfterImport())
+sys.meta_path.insert(0, _FakeTensorboard())

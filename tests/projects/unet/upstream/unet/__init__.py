@@ -1,0 +1,1 @@
+from .unet_model import UNet
