@@ -119,6 +119,11 @@ def _script(req: LaunchRequest) -> str:
         what = "is a directory" if is_dir else "no such file"
         raise LaunchError(f"{req.script}: {what}", "give the path of the Python script to run "
                           "(or -m MODULE for a module)")
+    if path.suffix == ".ipynb":
+        script = path.with_name(f"{path.stem}_ddp.py")
+        raise LaunchError(f"{req.script}: a Jupyter notebook cannot be launched (its cells are "
+                          "JSON, not a script)", f"convert it first: `distrun convert "
+                          f"{req.script}` writes {script}, then `distrun launch ... {script}`")
     return req.script
 
 

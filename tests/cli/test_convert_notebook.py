@@ -133,3 +133,11 @@ def test_a_syntax_error_is_named_by_cell_and_line(nb: Path) -> None:
     nb.write_text(json.dumps(cells))
     stderr = assert_error(run("convert", nb.name))
     assert stderr.startswith("distrun: error: train.ipynb:cell 2:2:"), stderr
+
+
+def test_launch_refuses_a_notebook_and_names_convert(nb: Path) -> None:
+    result = run_cmd([sys.executable, "-m", "distrun", "launch", "--nproc-per-node", "2",
+                      nb.name], cwd=nb.parent)
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "a Jupyter notebook cannot be launched" in result.stderr
+    assert "distrun convert train.ipynb" in result.stderr and "Traceback" not in result.stderr
