@@ -6,6 +6,7 @@ import importlib.metadata
 import importlib.util
 import os
 import shutil
+import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,17 +19,35 @@ def check_torchrun(ctx: Context) -> Iterator[CheckResult]:
         yield CheckResult("torchrun", "fail", "torch.distributed.run not found",
                           "install torch 1.10 or newer")
         return
-    on_path = shutil.which("torchrun")
     detail = f"`{sys.executable} -m torch.distributed.run` (distrun launch uses this)"
-    if on_path:
-        first = Path(on_path).read_text(errors="replace").splitlines()[:1]
-        shebang = first[0][2:].strip() if first and first[0].startswith("#!") else ""
-        if shebang and Path(shebang).resolve() != Path(sys.executable).resolve():
-            yield CheckResult("torchrun", "warn", f"{detail}; the `torchrun` on PATH runs "
-                              f"{shebang}", "plain `torchrun` would use another Python than "
-                              "this one: activate the right environment")
-            return
+    on_path = shutil.which("torchrun")
+    interpreter = _interpreter_of(Path(on_path)) if on_path else None
+    if interpreter and _prefix_of(interpreter) != sys.prefix:
+        yield CheckResult("torchrun", "warn", f"{detail}; the `torchrun` on PATH runs "
+                          f"{interpreter}", "plain `torchrun` would use another Python than "
+                          "this one: activate the right environment")
+        return
     yield CheckResult("torchrun", "ok", detail)
+
+
+def _interpreter_of(script: Path) -> str | None:
+    """The Python a script's `#!` line names (`#!/usr/bin/env python3` looked up on PATH)."""
+    lines = script.read_text(errors="replace").splitlines()[:1]
+    words = lines[0][2:].split() if lines and lines[0].startswith("#!") else []
+    if words and Path(words[0]).name == "env":
+        words = [shutil.which(w) or w for w in words[1:] if not w.startswith("-")][:1]
+    return words[0] if words else None
+
+
+def _prefix_of(interpreter: str) -> str | None:
+    """`sys.prefix` of another Python: its environment (a venv's python links to the base
+    interpreter, so the resolved path cannot tell two environments apart)."""
+    try:
+        run = subprocess.run([interpreter, "-c", "import sys; print(sys.prefix)"],
+                             capture_output=True, text=True, timeout=20)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return run.stdout.strip() if run.returncode == 0 else None
 
 
 def accelerate_config_path(environ: dict[str, str] | os._Environ[str]) -> Path:

@@ -190,15 +190,29 @@ def test_accelerate_default_config_valid_and_broken(tmp_path: Path) -> None:
     assert bad["accelerate config"].status == "fail"
 
 
-def test_torchrun_of_another_python_on_path_warns(tmp_path: Path) -> None:
-    fake = tmp_path / "torchrun"
-    fake.write_text("#!/usr/bin/python3\nraise SystemExit(1)\n")
+def torchrun_status(folder: Path, shebang: str) -> str:
+    fake = folder / "torchrun"
+    fake.write_text(f"#!{shebang}\nraise SystemExit(1)\n")
     fake.chmod(0o755)
     code = ("from distrun.doctor import Context; from distrun.doctor.software import "
             "check_torchrun; r = list(check_torchrun(Context()))[0]; print(r.status)")
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         env={**os.environ, "PATH": f"{tmp_path}:{os.environ['PATH']}"})
-    assert run.stdout.strip() == "warn", run.stderr
+                         env={**os.environ, "PATH": f"{folder}:{Path(sys.executable).parent}:"
+                              f"{os.environ['PATH']}"})
+    assert run.returncode == 0, run.stderr
+    return run.stdout.strip()
+
+
+def test_torchrun_of_another_python_on_path_warns(tmp_path: Path) -> None:
+    # A virtual environment beside the running one: its python is a link to the same
+    # interpreter, yet its torchrun would run without this environment's packages.
+    other = tmp_path / "other-env"
+    subprocess.run([sys.base_prefix + "/bin/python3", "-m", "venv", "--without-pip",
+                    str(other)], check=True)
+    assert torchrun_status(tmp_path, str(other / "bin" / "python")) == "warn"
+    assert torchrun_status(tmp_path, "/no/such/python") == "warn"
+    assert torchrun_status(tmp_path, sys.executable) == "ok"
+    assert torchrun_status(tmp_path, f"/usr/bin/env {Path(sys.executable).name}") == "ok"
 
 
 @pytest.mark.parametrize(("nproc", "gpus", "status"), [(4, 2, "fail"), (2, 2, "ok"),
