@@ -1,5 +1,6 @@
-"""The real thing: two local processes form a gloo world (NCCL too with 2+ GPUs) and run
-all_reduce, broadcast and barrier; optionally, all-reduce bandwidth by message size."""
+"""The real thing: two local processes form a gloo world, and NCCL one on the GPUs (two
+processes with 2+ GPUs, a world of one with a single GPU), and run all_reduce, broadcast and
+barrier; optionally, all-reduce bandwidth by message size."""
 
 from __future__ import annotations
 
@@ -16,16 +17,16 @@ TIMEOUT = 60.0
 WORKER = "distrun.doctor.worker"
 
 
-def run_world(backend: str, bandwidth: bool, timeout: float = TIMEOUT
+def run_world(backend: str, bandwidth: bool, world: int = 2, timeout: float = TIMEOUT
               ) -> tuple[list[dict[str, object]], float, str]:
-    """Start 2 workers; their JSON reports, the wall time, and any error text."""
+    """Start `world` workers; their JSON reports, the wall time, and any error text."""
     from distrun.netinfo import free_port
 
     port = str(free_port())
-    argv = [sys.executable, "-m", WORKER, backend, port, "1" if bandwidth else "0"]
+    argv = [sys.executable, "-m", WORKER, backend, port, "1" if bandwidth else "0", str(world)]
     started = time.monotonic()
     procs = [subprocess.Popen([*argv, str(rank)], stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True) for rank in range(2)]
+                              stderr=subprocess.PIPE, text=True) for rank in range(world)]
     reports, errors = [], []
     deadline = started + timeout
     for proc in procs:
@@ -47,16 +48,19 @@ def check_smoke(ctx: Context) -> Iterator[CheckResult]:
     if not ctx.smoke:
         yield CheckResult("smoke test", "skip", "--no-smoke")
         return
-    backends = ["gloo"] + (["nccl"] if gpu_count() >= 2 else [])
-    for backend in backends:
-        reports, seconds, error = run_world(backend, ctx.bandwidth)
+    gpus = gpu_count()
+    worlds = [("gloo", 2)] + ([("nccl", min(2, gpus))] if gpus else [])
+    for backend, world in worlds:
+        reports, seconds, error = run_world(backend, ctx.bandwidth, world)
         name = f"smoke test ({backend})"
-        if error or len(reports) != 2:
-            yield CheckResult(name, "fail", f"2 processes could not run collectives: {error}",
+        procs = "1 process" if world == 1 else f"{world} processes"
+        if error or len(reports) != world:
+            yield CheckResult(name, "fail", f"{procs} could not run collectives: {error}",
                               "see the network checks above; NCCL_DEBUG=INFO tells more")
             continue
-        ok = all(r["all_reduce"] == 3.0 and r["broadcast"] == 7.0 for r in reports)
-        detail = (f"all_reduce, broadcast, barrier on 2 processes in {seconds:.1f} s "
+        expected = world * (world + 1) / 2
+        ok = all(r["all_reduce"] == expected and r["broadcast"] == 7.0 for r in reports)
+        detail = (f"all_reduce, broadcast, barrier on {procs} in {seconds:.1f} s "
                   f"(collectives {max(float(str(r['seconds'])) for r in reports) * 1000:.0f} ms)")
         yield CheckResult(name, "ok" if ok else "fail", detail if ok else
                           f"wrong results: {reports}", "" if ok else "report this")
@@ -65,7 +69,7 @@ def check_smoke(ctx: Context) -> Iterator[CheckResult]:
             rows = [f"{int(row['bytes']):>10} B  algbw {row['algbw']:8.3f} GB/s  "
                     f"busbw {row['busbw']:8.3f} GB/s" for row in table]
             yield CheckResult(f"bandwidth ({backend})", "ok",
-                              "all_reduce, 2 ranks:\n" + "\n".join(rows))
+                              f"all_reduce, {procs}:\n" + "\n".join(rows))
 
 
 CHECKS = [check_smoke]

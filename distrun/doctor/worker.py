@@ -1,4 +1,5 @@
-"""One rank of the doctor's smoke test: `python -m distrun.doctor.worker BACKEND PORT BW RANK`.
+"""One rank of the doctor's smoke test:
+`python -m distrun.doctor.worker BACKEND PORT BW WORLD RANK`.
 
 Prints one JSON line: the collectives' results and time, and with BW=1 the all-reduce
 bandwidth table (algorithm and bus bandwidth, as nccl-tests reports them)."""
@@ -14,11 +15,11 @@ import time
 SIZES = [1 << 10, 1 << 14, 1 << 18, 1 << 20, 1 << 22, 1 << 24]
 
 
-def main(backend: str, port: str, bandwidth: str, rank_text: str) -> None:
+def main(backend: str, port: str, bandwidth: str, world_text: str, rank_text: str) -> None:
     import torch
     import torch.distributed as dist
 
-    rank, world = int(rank_text), 2
+    rank, world = int(rank_text), int(world_text)
     os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
     os.environ["MASTER_PORT"] = port
     device = torch.device("cuda", rank) if backend == "nccl" else torch.device("cpu")
@@ -63,4 +64,4 @@ def _bandwidth(dist: object, torch: object, device: object, world: int) -> list[
 
 
 if __name__ == "__main__":
-    main(*sys.argv[1:5])
+    main(*sys.argv[1:6])

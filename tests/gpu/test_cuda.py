@@ -1,0 +1,100 @@
+"""On a CUDA machine: NCCL, mixed precision and doctor's GPU checks, for real.
+
+Skipped where CUDA is absent (here and in CI). On a GPU machine:
+`python -m pytest -m gpu tests/gpu`. Each conversion is compared with its original on the
+same GPU: a world of one NCCL process (`--nproc-per-node gpu` on a one-GPU machine) must
+train exactly like the script it came from.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+import torch
+
+from tests.conftest import CORPUS, distrun
+from tests.e2e.test_corpus_equivalence import (
+    assert_weights_close,
+    eval_lines,
+    run_single,
+    state_dict_of,
+)
+
+pytestmark = [pytest.mark.gpu, pytest.mark.e2e,
+              pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
+
+# native_amp: GradScaler and torch.cuda.amp.autocast enabled on CUDA; the others move
+# model and batches with .cuda(), .to(device) and torch.device("cuda", ...).
+NCCL_SCRIPTS = ["native_amp.py", "device_patterns.py", "trainer_class.py", "eval_loop.py"]
+
+
+def convert(name: str, folder: Path, *options: str) -> tuple[Path, Path]:
+    script = folder / name
+    shutil.copy(CORPUS / name, script)
+    converted = folder / "converted.py"
+    result = distrun("convert", str(script), *options, "-o", str(converted))
+    assert result.returncode == 0, result.stdout + result.stderr
+    return script, converted
+
+
+def launch_on_the_gpus(converted: Path, folder: Path) -> str:
+    """The converted script on every GPU (one here), NCCL_DEBUG=INFO; its output."""
+    result = distrun("launch", "--nproc-per-node", "gpu", str(converted), cwd=folder,
+                     env={"BATCH_SIZE": str(64 // torch.cuda.device_count()),
+                          "OUT_PATH": str(folder / "multi.pt"), "NCCL_DEBUG": "INFO"})
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output
+    # NCCL prints its INFO lines when it forms the communicator: the proof that the
+    # converted script chose nccl (gloo prints none of them).
+    assert "NCCL INFO" in output, output[-3000:]
+    return result.stdout
+
+
+@pytest.mark.parametrize("name", NCCL_SCRIPTS)
+def test_converted_script_on_nccl_trains_like_the_original(name: str, tmp_path: Path) -> None:
+    script, converted = convert(name, tmp_path)
+    single = run_single(script, tmp_path)
+    multi = launch_on_the_gpus(converted, tmp_path)
+    assert_weights_close(tmp_path)
+    assert eval_lines(multi) == eval_lines(single.stdout)
+
+
+def test_amp_fp16_adds_a_grad_scaler_that_trains_on_cuda(tmp_path: Path) -> None:
+    """--amp fp16: autocast really runs in half precision on CUDA (the weights are not
+    those of fp32, bit for bit) and the GradScaler keeps them finite and close."""
+    script, converted = convert("eval_loop.py", tmp_path, "--amp", "fp16")
+    run_single(script, tmp_path)
+    launch_on_the_gpus(converted, tmp_path)
+    assert_weights_close(tmp_path, tol=5e-2)
+    single, multi = state_dict_of(tmp_path / "single.pt"), state_dict_of(tmp_path / "multi.pt")
+    assert any(not torch.equal(single[k], multi[k]) for k in single), "fp16 changed nothing"
+
+
+def test_amp_bf16_trains_on_cuda_close_to_the_original(tmp_path: Path) -> None:
+    script, converted = convert("functions_main_guard.py", tmp_path, "--amp", "bf16")
+    run_single(script, tmp_path)
+    launch_on_the_gpus(converted, tmp_path)
+    assert_weights_close(tmp_path, tol=5e-2)  # bf16 keeps ~3 significant digits
+
+
+def test_doctor_sees_the_gpu_and_runs_nccl() -> None:
+    result = distrun("doctor", "--json", "--nproc-per-node", str(torch.cuda.device_count()))
+    records = {r["name"]: r for r in json.loads(result.stdout)}
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert records["gpus"]["status"] == "ok"
+    assert torch.cuda.get_device_name(0) in records["gpus"]["detail"]
+    assert records["nccl"]["status"] == "ok"
+    assert records["smoke test (nccl)"]["status"] == "ok", records["smoke test (nccl)"]
+    assert records["nproc_per_node"]["status"] == "ok"
+
+
+def test_doctor_fails_more_processes_than_gpus() -> None:
+    too_many = str(torch.cuda.device_count() + 1)
+    result = distrun("doctor", "--json", "--no-smoke", "--nproc-per-node", too_many)
+    records = {r["name"]: r for r in json.loads(result.stdout)}
+    assert result.returncode == 1
+    assert records["nproc_per_node"]["status"] == "fail"
+    assert "Duplicate GPU" in records["nproc_per_node"]["hint"]
