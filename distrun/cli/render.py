@@ -175,6 +175,7 @@ def _failed_lines(result: RunResult, spec: LaunchSpec) -> list[str]:
         if failure.error:
             lines += [f"    | {line}" for line in failure.error.splitlines()]
             lines += _lost_peer_lines(failure.error, spec)
+            lines += _missing_gpu_lines(failure.error, failure.local_rank, spec)
     lines += _ended_early_lines(result, "exit code 0 while the others still ran "
                                 "[ended early]")
     if result.detail:
@@ -227,6 +228,18 @@ def _lost_peer_lines(error: str, spec: LaunchSpec) -> list[str]:
             if spec.max_nodes > 1 else "")
     return [f"  lost peer: {where} went away (crashed, killed, or cut off from the network) "
             f"and this rank failed because of it{node}"]
+
+
+_NO_SUCH_GPU = ("invalid device ordinal", "Duplicate GPU detected")
+
+
+def _missing_gpu_lines(error: str, local_rank: int, spec: LaunchSpec) -> list[str]:
+    """A rank that found no GPU of its own: more processes per node than GPUs."""
+    if not any(text in error for text in _NO_SUCH_GPU):
+        return []
+    return [f"  hint: local rank {local_rank} has no GPU of its own: {spec.nproc_per_node} "
+            "processes per node but fewer GPUs visible (the script uses GPU LOCAL_RANK); "
+            "pass --nproc-per-node gpu (one process per GPU), or check CUDA_VISIBLE_DEVICES"]
 
 
 def doctor_table(results: list[CheckResult]) -> str:

@@ -98,3 +98,17 @@ def test_doctor_fails_more_processes_than_gpus() -> None:
     assert result.returncode == 1
     assert records["nproc_per_node"]["status"] == "fail"
     assert "Duplicate GPU" in records["nproc_per_node"]["hint"]
+
+
+def test_more_processes_than_gpus_fails_with_the_fix(tmp_path: Path) -> None:
+    """Two processes on one GPU: rank 1's torch.cuda.set_device(1) fails at once, and
+    distrun's report says why and what to pass instead."""
+    if torch.cuda.device_count() != 1:
+        pytest.skip("needs exactly one GPU")
+    _, converted = convert("eval_loop.py", tmp_path)
+    result = distrun("launch", "--nproc-per-node", "2", str(converted), cwd=tmp_path,
+                     env={"BATCH_SIZE": "32", "OUT_PATH": str(tmp_path / "multi.pt")})
+    assert result.returncode == 1
+    assert "rank 1 (local rank 1)" in result.stderr and "[first failure]" in result.stderr
+    assert "hint: local rank 1 has no GPU of its own" in result.stderr, result.stderr
+    assert "--nproc-per-node gpu" in result.stderr

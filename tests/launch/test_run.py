@@ -41,6 +41,8 @@ if dist.get_rank() == 1:
     time.sleep(0.5)
     if os.environ.get("HOW") == "kill":
         os.kill(os.getpid(), signal.SIGKILL)
+    if os.environ.get("HOW") == "gpu":  # what torch.cuda.set_device(1) says with one GPU
+        raise RuntimeError("CUDA error: invalid device ordinal")
     raise ValueError("boom on purpose in rank 1")
 dist.all_reduce(torch.ones(1))   # rank 0 waits here for a rank that is gone
 time.sleep(600)
@@ -124,7 +126,7 @@ def test_two_nodes_c10d_rendezvous_on_loopback(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(("how", "expected"), [
-    ("raise", "exit code 1"), ("kill", "killed by SIGKILL"),
+    ("raise", "exit code 1"), ("kill", "killed by SIGKILL"), ("gpu", "exit code 1"),
 ])
 def test_a_failing_rank_ends_the_job_fast_and_is_named(tmp_path: Path, how: str,
                                                        expected: str) -> None:
@@ -138,6 +140,8 @@ def test_a_failing_rank_ends_the_job_fast_and_is_named(tmp_path: Path, how: str,
     assert "[first failure]" in first
     if how == "raise":
         assert "| ValueError: boom on purpose in rank 1" in report
+    hint = "hint: local rank 1 has no GPU of its own: 2 processes per node but fewer GPUs"
+    assert (hint in report) == (how == "gpu"), report
     assert "ChildFailedError" not in result.stderr  # torchrun's own trace is replaced
     assert leftovers(tmp_path) == []
 
