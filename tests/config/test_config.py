@@ -115,9 +115,9 @@ def test_billion_laughs_is_refused_quickly() -> None:
         refs = ",".join([f"*a{i - 1}"] * 9)
         lines.append(f"a{i}: &a{i} [{refs}]")
     text = "env:\n" + textwrap.indent("\n".join(lines), "  ") + "\nscript_args: *a9\n"
-    started = time.monotonic()
+    started = time.process_time()  # the work done, not the wall clock of a busy machine
     config = parse(text)
-    assert time.monotonic() - started < 2
+    assert time.process_time() - started < 2
     assert not config.valid
 
 

@@ -333,17 +333,17 @@ from distrun.config.load import load
 load(sys.argv[1])  # warm up: imports, caches
 out = {"before_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}
 for path in sys.argv[1:]:
-    started = time.monotonic()
+    started = time.process_time()  # CPU time: the work, whatever else the machine runs
     config = load(path)
-    out[path] = [time.monotonic() - started, len(config.problems)]
+    out[path] = [time.process_time() - started, len(config.problems)]
 out["after_kib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 print(json.dumps(out))
 """
 
 
 def test_bombs_stay_small_and_fast(tmp_path: Path) -> None:
-    """In a fresh process: each crafted file is refused within seconds, and loading all of
-    them raises the process's peak resident memory by less than 48 MiB."""
+    """In a fresh process: each crafted file is refused within seconds of CPU time, and
+    loading all of them raises the process's peak resident memory by less than 48 MiB."""
     files = {
         "billion laughs": BILLION_LAUGHS, "merge-key bomb": MERGE_BOMB,
         "deep list": CRAFTED["deep list"], "deep mapping": CRAFTED["deep mapping"],
@@ -362,7 +362,7 @@ def test_bombs_stay_small_and_fast(tmp_path: Path) -> None:
     for name, path in zip(files, paths, strict=True):
         seconds, problems = out[path]
         assert problems >= 1, name
-        assert seconds < 5, f"{name}: {seconds:.1f} s"
+        assert seconds < 5, f"{name}: {seconds:.1f} s of CPU"
     grown = (out["after_kib"] - out["before_kib"]) / 1024
     assert grown < 48, f"peak memory grew by {grown:.0f} MiB"
 
