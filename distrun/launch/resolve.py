@@ -92,7 +92,14 @@ def settle(checked: Checked, environ: Mapping[str, str], notes: list[str]) -> La
         rdzv_id=checked.rdzv_id, max_restarts=checked.max_restarts,
         log_dir=checked.log_dir or _temporary_log_dir(), launcher=plan.launcher,
         mixed_precision=checked.mixed_precision, env=tuple(sorted(env.items())),
-        timeout=checked.timeout, notes=tuple(notes), keep_logs=checked.log_dir is not None)
+        timeout=checked.timeout, cpu=plan.launcher == "accelerate" and not _gpus(),
+        notes=tuple(notes), keep_logs=checked.log_dir is not None)
+
+
+def _gpus() -> int:
+    import torch  # only here: counting GPUs needs it
+
+    return torch.cuda.device_count() if torch.cuda.is_available() else 0
 
 
 def _launcher_installed(launcher: str) -> None:
@@ -109,9 +116,7 @@ def _processes(nproc: int | str, notes: list[str]) -> int:
         count = os.cpu_count() or 1
         notes.append(f"--nproc-per-node cpu: {count} processes (one per CPU core)")
         return count
-    import torch  # only here: counting GPUs needs it
-
-    gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    gpus = _gpus()
     if nproc == "gpu" and gpus == 0:
         raise LaunchError("--nproc-per-node gpu: no CUDA GPU is visible here",
                           "use a number, or auto (1 process on a CPU-only machine)")

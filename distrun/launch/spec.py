@@ -60,6 +60,7 @@ class LaunchSpec:
     mixed_precision: str = "no"
     env: tuple[tuple[str, str], ...] = ()
     timeout: float | None = None
+    cpu: bool = False  # no GPU on this node: the processes compute on the CPU (gloo)
     notes: tuple[str, ...] = ()
     keep_logs: bool = True  # False: a log folder distrun made, removed after a clean run
 

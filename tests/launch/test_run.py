@@ -166,13 +166,36 @@ def test_hang_detector_stops_a_silent_job(tmp_path: Path) -> None:
     assert leftovers(tmp_path) == []
 
 
+ACCELERATOR = """\
+import torch
+import torch.distributed as dist
+from accelerate import Accelerator
+
+accelerator = Accelerator()  # no cpu=True: on a machine without GPUs, distrun says so
+total = torch.tensor([float(accelerator.process_index + 1)])
+dist.all_reduce(total)
+print(f"rank {accelerator.process_index} world {accelerator.num_processes} sum "
+      f"{total.item():g} {accelerator.distributed_type}", flush=True)
+dist.destroy_process_group()  # gloo can abort at exit without it (pytorch/pytorch#179291)
+"""
+
+
 def test_accelerate_launcher_runs_the_same_world(tmp_path: Path) -> None:
-    script = write(tmp_path, "allreduce.py", ALL_REDUCE)
+    """A plain `Accelerator()` forms the world of the launch (on a CPU-only machine it
+    would be a world of one per process without ACCELERATE_USE_CPU)."""
+    script = write(tmp_path, "accelerated.py", ACCELERATOR)
     result = distrun("launch", "--launcher", "accelerate", "--nproc-per-node", "2",
                      "--mixed-precision", "no", script)
     assert result.returncode == 0, result.stderr
-    assert [line.split(" args")[0] for line in world_lines(result.stdout)] == [
-        "rank 0 world 2 sum 3", "rank 1 world 2 sum 3"]
+    kind = "MULTI_GPU" if torch_has_cuda() else "MULTI_CPU"
+    assert world_lines(result.stdout) == [f"rank 0 world 2 sum 3 DistributedType.{kind}",
+                                          f"rank 1 world 2 sum 3 DistributedType.{kind}"]
+
+
+def torch_has_cuda() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
 
 
 def test_logs_are_kept_where_asked(tmp_path: Path) -> None:

@@ -1,7 +1,9 @@
 """accelerate backend: `python -m accelerate.commands.launch ...`, the same job as the
 torchrun backend in accelerate's terms: `--num_processes` is the total over all
 machines, `--multi_gpu` whenever there is more than one process (accelerate then
-starts torchrun, which also works on CPU with gloo)."""
+starts torchrun, which also works on CPU with gloo). On a node without GPUs the workers
+get ACCELERATE_USE_CPU=true: without it, an `Accelerator()` there finds no GPU and makes
+each process a world of its own (accelerate's own `--cpu` would start one process)."""
 
 from __future__ import annotations
 
@@ -42,4 +44,6 @@ def build(spec: LaunchSpec) -> Command:
     env = job_env(spec)
     if spec.local_addr:  # accelerate has no flag for it; torchrun reads it from PET_LOCAL_ADDR
         env["PET_LOCAL_ADDR"] = spec.local_addr
+    if spec.cpu and total > 1:
+        env.setdefault("ACCELERATE_USE_CPU", "true")
     return Command(argv=argv, env=env)
