@@ -6,6 +6,7 @@ Exit codes (documented in the README):
   0  success (also: nothing to do)
   1  `convert --check` found work to do; a launched job failed
   2  bad input: missing or unreadable file, not Python, syntax error, bad option
+  3  `launch --check` found a problem in the distributed script (the job itself succeeded)
   70 internal error: a bug in distrun (DISTRUN_DEBUG=1 shows the traceback)
 """
 
@@ -15,6 +16,7 @@ EXIT_OK = 0
 EXIT_FOUND_WORK = 1
 EXIT_JOB_FAILED = 1
 EXIT_BAD_INPUT = 2
+EXIT_CHECK_FOUND = 3
 EXIT_INTERNAL = 70
 
 

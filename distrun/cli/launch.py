@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from distrun.errors import InputError
+from distrun.errors import EXIT_CHECK_FOUND, InputError
 from distrun.launch_rules import (
     DEFAULT_MASTER_PORT,
     DEFAULT_RDZV_PORT,
@@ -36,8 +36,13 @@ Everything after SCRIPT goes to the script ('--' works too). Examples:
   distrun launch --nnodes 2 --node-rank 0 --master-addr 10.0.0.1 train_ddp.py
   distrun launch --nnodes 2 --rdzv-endpoint 10.0.0.1:{DEFAULT_RDZV_PORT} train_ddp.py  # every node
 \b
+--check runs the workers instrumented and names what is wrong with the
+distributed script (rule ids: see the README), as soon as the ranks show it:
+  distrun launch --check --check-steps 5 --nproc-per-node 2 train_ddp.py
+\b
 Exit codes: 0 success; 1 a rank failed; 2 bad input (nothing started);
-124 no output for --timeout seconds; 130/143 stopped by Ctrl-C/SIGTERM.
+3 --check found a problem; 124 no output for --timeout seconds;
+130/143 stopped by Ctrl-C/SIGTERM.
 """
 
 
@@ -72,13 +77,21 @@ Exit codes: 0 success; 1 a rank failed; 2 bad input (nothing started);
 @click.option("--config", "config_file", type=click.Path(dir_okay=False),
               help="A launch config (distrun.yaml); flags override its values.")
 @click.option("-m", "module", is_flag=True, help="SCRIPT is a module name, as in python -m.")
+@click.option("--check", is_flag=True, help="Run the workers instrumented and report what "
+              "is wrong with the distributed script (exit code 3 if anything is).")
+@click.option("--check-steps", type=click.IntRange(min=1), metavar="K", help="With --check "
+              "(implied): end the job after K optimizer steps.")
+@click.option("--report-json", type=click.Path(dir_okay=False), metavar="PATH",
+              help="Also write the end report (failures, findings) as JSON to PATH.")
 @click.option("--dry-run", is_flag=True, help="Print the command and environment; start nothing.")
 @click.argument("script", required=False)
 @click.argument("script_args", nargs=-1, type=click.UNPROCESSED)
 def launch(script: str | None, script_args: tuple[str, ...], dry_run: bool, module: bool,
            env: dict[str, str], rdzv_conf: dict[str, str], config_file: str | None,
+           check: bool, check_steps: int | None, report_json: str | None,
            **options: object) -> int:
     """`distrun launch`: the request from the config file and the flags, resolved, run."""
+    from distrun.check.session import Session
     from distrun.cli import render
     from distrun.launch import backends
     from distrun.launch.resolve import resolve
@@ -99,14 +112,45 @@ def launch(script: str | None, script_args: tuple[str, ...], dry_run: bool, modu
     if script is not None:
         request.script, request.script_args, request.module = script, script_args, module
     spec = resolve(request)
-    command = backends.build(spec)
+    session = Session.start(spec, _long_options(), check, check_steps)
+    command = session.instrument(backends.build(spec))
     for note in spec.notes:
         click.echo(f"distrun: {note}", err=True)
+    for finding in session.findings:
+        click.echo(render.finding(finding, warning=True), err=True)
     if dry_run:
         click.echo(render.dry_run(command))
+        session.close()
         return 0
-    result = run(command, spec)
-    report = render.launch_report(result, spec)
+    try:
+        result = run(command, spec, watch=lambda: [render.finding(f) for f in session.poll()])
+        found = session.finish(result.printed)
+    finally:
+        session.close()
+    report = "\n".join(line for line in (
+        render.launch_report(result, spec),
+        render.check_report(session, found, result.exit_code == 0)) if line)
     if report:
         click.echo(report, err=True)
-    return result.exit_code
+    code = result.exit_code
+    if code == 0 and session.check and session.findings:
+        code = EXIT_CHECK_FOUND
+    if report_json is not None:
+        _write_json(report_json, render.launch_record(result, session, code))
+    return code
+
+
+def _write_json(path: str, record: dict[str, object]) -> None:
+    import json
+    from pathlib import Path
+
+    try:
+        Path(path).write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+    except OSError as err:
+        click.echo(f"distrun: warning: --report-json {path}: cannot write it: "
+                   f"{err.strerror}", err=True)
+
+
+def _long_options() -> list[str]:
+    """distrun launch's own option names (--nproc-per-node...)."""
+    return [name for param in launch.params for name in param.opts if name.startswith("--")]

@@ -10,6 +10,8 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from pathlib import Path
 
+    from distrun.check import rules
+    from distrun.check.session import Session
     from distrun.convert.project import ProjectResult
     from distrun.convert.report import ConvertResult, Finding
     from distrun.doctor import CheckResult
@@ -53,7 +55,12 @@ def summary(result: ConvertResult, filename: str, written: str | None) -> str:
     if not result.changed:
         return f"{filename}: nothing to convert"
     where = f" -> {written}" if written else ""
-    return (f"{filename}{where}: {len(result.changes)} changes, {warnings} warnings")
+    counts = f"{_count(len(result.changes), 'change')}, {_count(warnings, 'warning')}"
+    return f"{filename}{where}: {counts}"
+
+
+def _count(number: int, noun: str) -> str:
+    return f"{number} {noun}{'' if number == 1 else 's'}"
 
 
 def project_report_text(result: ProjectResult, shown: Path) -> str:
@@ -72,7 +79,7 @@ def project_summary(result: ProjectResult, shown: Path, written: str | None) -> 
     changed = ", ".join(f.source.rel for f in result.changed)
     where = f" -> {written}" if written else ""
     return (f"{name}{where}: {len(result.files)} files read, {len(result.changed)} changed "
-            f"({changed}), {changes} changes, {warnings} warnings")
+            f"({changed}), {_count(changes, 'change')}, {_count(warnings, 'warning')}")
 
 
 def left_out_lines(left_out: list[tuple[str, int]], root: Path, written: str | None
@@ -240,6 +247,50 @@ def _missing_gpu_lines(error: str, local_rank: int, spec: LaunchSpec) -> list[st
     return [f"  hint: local rank {local_rank} has no GPU of its own: {spec.nproc_per_node} "
             "processes per node but fewer GPUs visible (the script uses GPU LOCAL_RANK); "
             "pass --nproc-per-node gpu (one process per GPU), or check CUDA_VISIBLE_DEVICES"]
+
+
+def finding(found: rules.Finding, warning: bool = False, fix: bool = False) -> str:
+    """One finding of the launch checks: `distrun: check: [rule] where: what`."""
+    head = "distrun: warning:" if warning else "distrun: check:"
+    where = f"{found.where}: " if found.where else ""
+    lines = [f"{head} [{found.rule}] {where}{found.message}"]
+    if warning or fix:
+        lines.append(f"  fix: {found.fix}")
+    return "\n".join(lines)
+
+
+def check_report(session: Session, found_at_end: list[rules.Finding], job_ok: bool) -> str:
+    """The checks' end: under --check, every finding with its fix, or the all-clear;
+    otherwise the findings only the end showed (repeated output), as warnings."""
+    if not session.check:
+        return "\n".join(finding(f, warning=True) for f in found_at_end)
+    done = (f"{_count(session.optimizer_steps, 'optimizer step')} on "
+            f"{_count(session.local, 'rank')}")
+    if session.ranks_checked < session.local:
+        done += (f" (only {session.ranks_checked} checked: the others' probe did not start, "
+                 "see their output)")
+    if not session.findings and not job_ok:
+        return (f"distrun: check: the job failed after {done}; no problem found in what "
+                "the ranks did before")
+    if not session.findings:
+        return (f"distrun: check: {done}, no problem found (checks run: "
+                f"{', '.join(session.checks_run)})")
+    lines = [f"distrun: check: {done}: {len(session.findings)} problem"
+             f"{'s' if len(session.findings) > 1 else ''} found"]
+    lines += [finding(f, fix=True) for f in session.findings]
+    return "\n".join(lines)
+
+
+def launch_record(result: RunResult, session: Session, exit_code: int) -> dict[str, object]:
+    """The end of a launch as JSON (`--report-json`)."""
+    return {
+        "exit_code": exit_code, "reason": result.reason, "seconds": round(result.seconds, 3),
+        "failures": [{"rank": f.rank, "local_rank": f.local_rank, "host": f.host,
+                      "how": f.how, "first": f.root_cause, "error": f.error}
+                     for f in result.failures],
+        "checks_run": session.checks_run, "optimizer_steps": session.optimizer_steps,
+        "findings": [f.as_dict() for f in session.findings],
+    }
 
 
 def doctor_table(results: list[CheckResult]) -> str:

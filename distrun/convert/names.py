@@ -37,13 +37,15 @@ class Names:
     accelerator: str = "accelerator"
     rank0_value: str = "rank0_value"
     shard_loader: str = "shard_loader"
+    auto_epoch: str = "AutoEpochSampler"
     taken: set[str] = field(default_factory=set, repr=False)
 
     @classmethod
     def avoiding(cls, bound: Iterable[str], imports: Mapping[str, str]) -> Names:
         chosen = cls(taken=set(bound))
         for attr in ("local_rank", "rank", "world_size", "device", "dist", "ddp", "sampler",
-                     "gc", "os", "contextlib", "accelerator", "rank0_value", "shard_loader"):
+                     "gc", "os", "contextlib", "accelerator", "rank0_value", "shard_loader",
+                     "auto_epoch"):
             name = getattr(chosen, attr)
             # An existing import of exactly what we need is reused; anything else bound
             # under that name makes us pick another.

@@ -14,6 +14,10 @@ from collections.abc import Callable
 from typing import IO
 
 _TAG = re.compile(r"^\[[A-Za-z_]*(\d+)\]:")
+MAX_LINES = 100_000  # distinct lines of standard output remembered (for repeated output)
+# Decimal numbers (a loss, a time) differ from rank to rank in a line every rank prints;
+# integers (an epoch, a rank) are kept, so per-rank lines ("rank 1 ready") stay apart.
+_DECIMAL = re.compile(r"[-+]?\d*\.\d+(?:[eE][-+]?\d+)?|\d+[eE][-+]?\d+|\bnan\b|\binf\b")
 _AGENT_TRACE = re.compile(r"^Traceback \(most recent call last\):|ChildFailedError|^=+$")
 # The launcher's own log lines (c10d's glog "[W1121 ...]" and torch elastic's "W1121 ..."):
 # not progress of the job, so they do not reset the hang detector (a node retrying a wrong
@@ -36,6 +40,8 @@ class Watcher:
         self.in_agent_trace = False
         self.quiet = False  # set once distrun stops the job: its own report says why
         self.lock = threading.Lock()
+        # a worker's line of stdout, decimals masked -> its first text and the local ranks
+        self.printed: dict[str, tuple[str, set[int]]] = {}
 
     def pump(self, stream: IO[bytes] | None, to_stderr: bool) -> None:
         assert stream is not None
@@ -47,8 +53,11 @@ class Watcher:
                                or not line.strip()):
                     self.progress(int(tag[1]) if tag else None)
                 if tag:
+                    text = line[tag.end():]
                     if not self.quiet:
-                        self.show(line[tag.end():], to_stderr)
+                        self.show(text, to_stderr)
+                    if not to_stderr and text.strip():
+                        self._remember(text, int(tag[1]))
                     continue
                 if _AGENT_FRAMES.match(line):
                     continue
@@ -57,6 +66,15 @@ class Watcher:
                     self.in_agent_trace = True
                 if not (self.in_agent_trace or self.quiet or not line.strip()):
                     self.show(line, to_stderr)
+
+
+    def _remember(self, text: str, local_rank: int) -> None:
+        key = _DECIMAL.sub("#", text)
+        seen = self.printed.get(key)
+        if seen is not None:
+            seen[1].add(local_rank)
+        elif len(self.printed) < MAX_LINES:
+            self.printed[key] = (text, {local_rank})
 
 
 closed: set[int] = set()  # 1/2: standard output/error whose reader went away

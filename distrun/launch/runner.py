@@ -55,11 +55,15 @@ class RunResult:
     # workers are looked up in /proc), each with its global rank where known.
     ended_early: list[tuple[int | None, int]] = field(default_factory=list)
     log_space: int | None = None  # bytes free for the logs at the end, if nearly none
+    # each line of stdout (decimals masked): its first text, the local ranks that printed it
+    printed: dict[str, tuple[str, set[int]]] = field(default_factory=dict)
 
 
 def run(command: Command, spec: LaunchSpec, echo: Callable[[str, bool], None] | None = None,
-        ) -> RunResult:
-    """Run and supervise `command`; `echo(line, to_stderr)` shows output (default: print)."""
+        watch: Callable[[], list[str]] | None = None) -> RunResult:
+    """Run and supervise `command`; `echo(line, to_stderr)` shows output (default: print);
+    `watch()` is called about every second while the job runs, and the lines it returns
+    are shown on standard error (the launch checks' findings)."""
     show = echo or print_line
     _prepare_logs(spec, show)
     procs.become_subreaper()
@@ -74,7 +78,7 @@ def run(command: Command, spec: LaunchSpec, echo: Callable[[str, bool], None] | 
     stop = _StopRequest()
     previous = {s: signal.signal(s, stop.handler) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
-        result = _supervise(proc, spec, stop, progress, watcher)
+        result = _supervise(proc, spec, stop, progress, watcher, _every_second(watch, show))
     finally:
         for s, handler in previous.items():
             signal.signal(s, handler)
@@ -82,6 +86,7 @@ def run(command: Command, spec: LaunchSpec, echo: Callable[[str, bool], None] | 
         for reader in readers:
             reader.join(timeout=2)
     result.seconds = time.monotonic() - started
+    result.printed = watcher.printed
     if result.reason == "ok" and proc.returncode != 0:
         result.reason, result.exit_code = "failed", EXIT_FAILED
     if result.reason == "failed":
@@ -116,11 +121,28 @@ def _start(command: Command) -> subprocess.Popen[bytes]:
         raise LaunchError(f"cannot start {sys.executable}: {err.strerror}") from None
 
 
+def _every_second(watch: Callable[[], list[str]] | None, show: Callable[[str, bool], None]
+                  ) -> Callable[[], None]:
+    """A tick that calls `watch` at most once a second and shows what it returns."""
+    last = [0.0]
+
+    def tick() -> None:
+        now = time.monotonic()
+        if watch is None or now - last[0] < 1.0:
+            return
+        last[0] = now
+        for line in watch():
+            show(line, True)
+
+    return tick
+
+
 def _supervise(proc: subprocess.Popen[bytes], spec: LaunchSpec, stop: _StopRequest,
-               progress: Progress, watcher: Watcher) -> RunResult:
+               progress: Progress, watcher: Watcher, tick: Callable[[], None]) -> RunResult:
     """Wait for the job to end, to be interrupted, or (with a timeout) to hang."""
     while proc.poll() is None:
         time.sleep(0.1)
+        tick()
         if stop.signum is not None:
             watcher.quiet = True
             _stop_job(proc, stop.signum)

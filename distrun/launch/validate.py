@@ -117,14 +117,28 @@ def _script(req: LaunchRequest) -> str:
         raise LaunchError(f"{req.script[:80]!r}: {err.strerror}") from None
     if not is_file:
         what = "is a directory" if is_dir else "no such file"
-        raise LaunchError(f"{req.script}: {what}", "give the path of the Python script to run "
-                          "(or -m MODULE for a module)")
+        close = None if is_dir else _did_you_mean(path)
+        raise LaunchError(f"{req.script}: {what}", f"did you mean {close}?" if close else
+                          "give the path of the Python script to run (or -m MODULE for a "
+                          "module)")
     if path.suffix == ".ipynb":
         script = path.with_name(f"{path.stem}_ddp.py")
         raise LaunchError(f"{req.script}: a Jupyter notebook cannot be launched (its cells are "
                           "JSON, not a script)", f"convert it first: `distrun convert "
                           f"{req.script}` writes {script}, then `distrun launch ... {script}`")
     return req.script
+
+
+def _did_you_mean(path: Path) -> str | None:
+    """The file beside a missing script whose name is closest to its name, if one is close."""
+    import difflib
+
+    try:
+        names = [p.name for p in path.parent.iterdir() if p.is_file()]
+    except OSError:
+        return None
+    close = difflib.get_close_matches(path.name, names, n=1, cutoff=0.6)
+    return str(path.with_name(close[0])) if close else None
 
 
 def _value(checked: T | Verdict) -> T:

@@ -63,7 +63,7 @@ def test_code_cells_become_a_converted_script(nb: Path) -> None:
     assert "train.ipynb:cell 1:2: warning: shell command, not Python: `!pip install torch`" in out
     assert "train.ipynb:cell 2:3: data: DataLoader sharded" in out
     assert "train.ipynb:cell 3:1: info: cell magic %%time" in out
-    assert out.rstrip().endswith("train.ipynb -> train_ddp.py: 8 changes, 1 warnings")
+    assert out.rstrip().endswith("train.ipynb -> train_ddp.py: 8 changes, 1 warning")
 
 
 def test_the_converted_notebook_trains_like_its_cells(nb: Path) -> None:

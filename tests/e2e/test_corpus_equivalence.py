@@ -58,10 +58,13 @@ def run_single(script: Path, folder: Path) -> subprocess.CompletedProcess[str]:
 
 def run_two(converted: Path, folder: Path, launcher: str = "torchrun"
             ) -> subprocess.CompletedProcess[str]:
-    """The converted script on 2 processes, batch 32 each, its checkpoint in multi.pt."""
-    result = distrun("launch", "--launcher", launcher, "--nproc-per-node", "2", str(converted),
-                     cwd=folder, env={"BATCH_SIZE": "32", "OUT_PATH": str(folder / "multi.pt")})
+    """The converted script on 2 processes, batch 32 each, its checkpoint in multi.pt,
+    under `launch --check`: any finding (exit code 3) is a converter bug."""
+    result = distrun("launch", "--launcher", launcher, "--nproc-per-node", "2", "--check",
+                     str(converted), cwd=folder,
+                     env={"BATCH_SIZE": "32", "OUT_PATH": str(folder / "multi.pt")})
     assert result.returncode == 0, result.stdout + result.stderr
+    assert "no problem found" in result.stderr, result.stderr
     return result
 
 

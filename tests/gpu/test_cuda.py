@@ -41,8 +41,9 @@ def convert(name: str, folder: Path, *options: str) -> tuple[Path, Path]:
 
 
 def launch_on_the_gpus(converted: Path, folder: Path) -> str:
-    """The converted script on every GPU (one here), NCCL_DEBUG=INFO; its output."""
-    result = distrun("launch", "--nproc-per-node", "gpu", str(converted), cwd=folder,
+    """The converted script on every GPU (one here), NCCL_DEBUG=INFO, under `--check` (its
+    probe fingerprints CUDA tensors where they live); its output."""
+    result = distrun("launch", "--nproc-per-node", "gpu", "--check", str(converted), cwd=folder,
                      env={"BATCH_SIZE": str(64 // torch.cuda.device_count()),
                           "OUT_PATH": str(folder / "multi.pt"), "NCCL_DEBUG": "INFO"})
     output = result.stdout + result.stderr
@@ -50,6 +51,7 @@ def launch_on_the_gpus(converted: Path, folder: Path) -> str:
     # NCCL prints its INFO lines when it forms the communicator: the proof that the
     # converted script chose nccl (gloo prints none of them).
     assert "NCCL INFO" in output, output[-3000:]
+    assert "no problem found" in result.stderr, result.stderr[-3000:]
     return result.stdout
 
 

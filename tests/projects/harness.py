@@ -343,12 +343,13 @@ def convert_project(project: Project, tmp: Path) -> subprocess.CompletedProcess[
 
 
 def run_two(project: Project, tmp: Path) -> subprocess.CompletedProcess[str]:
-    """The converted project on 2 processes (N/2 per rank), in TMP/conv."""
+    """The converted project on 2 processes (N/2 per rank), in TMP/conv, under
+    `distrun launch --check` (a finding is exit code 3: a converter bug)."""
     root = tmp / "conv"
     spec = project.spec["two"]
     env = _with_distrun(_env(project, root, spec.get("env")))
     args = [sys.executable, "-m", "distrun", "launch", "--nproc-per-node", "2",
-            "--timeout", "240", "--log-dir", str(tmp / "launch-logs"),
+            "--timeout", "240", "--log-dir", str(tmp / "launch-logs"), "--check",
             project.in_workdir(project.two_script), *map(str, spec["args"])]
     return _run(args, root / project.workdir, env)
 

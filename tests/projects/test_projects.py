@@ -87,6 +87,7 @@ def test_converted_project_trains_like_the_original(name: str, tmp_path: Path) -
     two = harness.run_two(project, tmp_path)
     assert two.returncode == 0, "2-process run failed:\n" + two.stdout[-3000:] \
         + two.stderr[-3000:]
+    assert "no problem found" in two.stderr, two.stderr[-3000:]  # launch --check
 
     comparison = harness.compare(project, tmp_path)
     assert comparison.ok, str(comparison)

@@ -17,7 +17,14 @@ from __future__ import annotations
 import libcst as cst
 
 from distrun.convert.analysis import Facts, dotted, keyword, string_value
-from distrun.convert.build import append_keyword, code_of, expression, guard_rank0
+from distrun.convert.build import (
+    append_keyword,
+    code_of,
+    constant,
+    expression,
+    guard_rank0,
+    statement,
+)
 from distrun.convert.context import Context, Transform
 from distrun.convert.flow import Place
 
@@ -27,6 +34,11 @@ _TQDM = frozenset({"tqdm.tqdm", "tqdm.auto.tqdm", "tqdm.notebook.tqdm", "tqdm.tr
                    "tqdm.auto.trange", "tqdm.notebook.trange"})
 _WRITERS = frozenset({"torch.utils.tensorboard.SummaryWriter", "tensorboardX.SummaryWriter",
                       "torch.utils.tensorboard.writer.SummaryWriter"})
+# Handlers made here write to the console and to files: on every rank, each record
+# would be printed (and the log file written) once per rank. The other ranks keep
+# Python's default: their warnings and errors still reach stderr.
+_LOGGING_SETUP = frozenset({"logging.config.dictConfig", "logging.config.fileConfig",
+                            "logging.basicConfig"})
 _ERROR_LEVELS = frozenset({"error", "exception", "critical"})
 _EXITS = frozenset({"sys.exit", "exit", "quit", "os._exit"})
 _RANK0_CALLS = frozenset({"wandb.log", "wandb.finish", "wandb.watch", "wandb.save",
@@ -50,6 +62,9 @@ def plan_output(ctx: Context) -> None:
         attr = func.attr.value if isinstance(func, cst.Attribute) else None
         if name == "print":
             _guard(ctx, call, "print")
+        elif name in _LOGGING_SETUP:
+            if not _before_main_guard(ctx, call):  # guarding it there would move the set-up
+                _guard(ctx, call, "logging set-up")
         elif (name.startswith("logging.") or owner in loggers) and attr in _LOG_LEVELS:
             if attr in _ERROR_LEVELS:
                 continue  # an error is said by the rank that meets it
@@ -73,6 +88,17 @@ def plan_output(ctx: Context) -> None:
 TRANSFORM = Transform("output", plan_output)
 
 
+def _before_main_guard(ctx: Context, node: cst.CSTNode) -> bool:
+    """At the top level of an entry script that has a main guard, outside it (its loggers'
+    calls are guarded one by one; guarding this line would start the processes' set-up at
+    import time)."""
+    entry = ctx.facts.entry
+    top = ctx.facts.top_level_statement(node)
+    return (ctx.facts.module_of(node) is entry and entry.main_guard is not None
+            and top is not entry.main_guard and not isinstance(
+                top, (cst.FunctionDef, cst.ClassDef)))
+
+
 def _names_assigned_from(facts: Facts, callees: set[str] | frozenset[str]) -> set[str]:
     names = set()
     for call in facts.calls:
@@ -91,7 +117,7 @@ def _plan_file_writes(ctx: Context) -> set[int]:
     facts, plan, rank = ctx.facts, ctx.plan, ctx.names.rank
     guarded: set[int] = set()
     for call in facts.calls:
-        if facts.call_name(call) not in ("open", "io.open") or not _writes(call):
+        if not _opens_for_writing(facts, call):
             continue
         item = facts.parent.get(call)
         block = facts.parent.get(item) if isinstance(item, cst.WithItem) else None
@@ -107,18 +133,49 @@ def _plan_file_writes(ctx: Context) -> set[int]:
     return guarded
 
 
-def _writes(call: cst.Call) -> bool:
-    mode = keyword(call, "mode") or (call.args[1] if len(call.args) > 1 and
-                                     call.args[1].keyword is None else None)
+_OPENERS = frozenset({"open", "io.open", "codecs.open", "gzip.open", "bz2.open", "lzma.open"})
+
+
+def _opens_for_writing(facts: Facts, call: cst.Call) -> bool:
+    """`open(path, "w")`, `gzip.open(path, "wt")`, `path.open("w")` (pathlib: the mode
+    comes first), with a literal mode that writes."""
+    name = facts.call_name(call) or ""
+    if name in _OPENERS:
+        at = 1
+    elif isinstance(call.func, cst.Attribute) and call.func.attr.value == "open" \
+            and "." not in name.rpartition(".")[0]:
+        at = 0  # a method: `Path(...).open(mode)`, `fname.open("wt")`
+    else:
+        return False
+    mode = keyword(call, "mode") or (call.args[at] if len(call.args) > at and
+                                     call.args[at].keyword is None else None)
     text = string_value(mode.value) if mode is not None else None
     return text is not None and any(c in text for c in "wax")
 
 
 def _does_more_than_write(ctx: Context, block: cst.With) -> bool:
-    """Does the block call a function of the script, a model, or save a checkpoint?"""
-    return any(ctx.flow.callee(c) is not None or id(c) in ctx.ddp_calls
-               or (ctx.facts.call_name(c) or "").startswith(("torch.save", "torch.distributed"))
-               for c in ctx.facts.calls_in(block.body))
+    """Does the block save a checkpoint, run a model, or call a function of the script
+    that (a few calls deep) runs a collective or saves? Then it cannot run on rank 0
+    alone."""
+    return _may_sync(ctx, block.body, set(), 0)
+
+
+_SYNCING = ("torch.save", "torch.distributed")
+MAX_DEPTH = 4  # calls of the script's functions followed; deeper counts as syncing
+
+
+def _may_sync(ctx: Context, container: cst.CSTNode, seen: set[int], depth: int) -> bool:
+    for call in ctx.facts.calls_in(container):
+        name = ctx.facts.call_name(call) or ""
+        if id(call) in ctx.ddp_calls or name.startswith(_SYNCING):
+            return True
+        found = ctx.flow.callee(call)
+        if found is None or id(found[0]) in seen:
+            continue
+        seen.add(id(found[0]))
+        if depth >= MAX_DEPTH or _may_sync(ctx, found[0].body, seen, depth + 1):
+            return True
+    return False
 
 
 def _roots_assigned_from(ctx: Context, callees: frozenset[str]) -> set[Place]:
@@ -190,24 +247,96 @@ def _guard(ctx: Context, call: cst.Call, what: str) -> None:
         plan.finding(call, "output", f"this {what} line says why the script stops: left on "
                      "every rank, so a rank that fails says why", severity="info")
         return
-    if not (
-        isinstance(stmt, cst.SimpleStatementLine)
-        and len(stmt.body) == 1
-        and isinstance(stmt.body[0], cst.Expr)
-        and stmt.body[0].value is call
-    ):
-        plan.finding(call, "output", f"this {what} call is not alone on its line: every rank "
-                     "runs it", f"put it on its own line under `if {rank} == 0:`")
+    alone = (isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1
+             and isinstance(stmt.body[0], cst.Expr) and stmt.body[0].value is call)
+    own = _outermost([c for c in facts.calls_in(call)
+                      if c is not call and ctx.flow.callee(c) is not None])
+    if not alone:
+        parent = facts.parent.get(call)
+        if own or not isinstance(parent, cst.Expr):
+            plan.finding(call, "output", f"this {what} call is not alone on its line: every "
+                         "rank runs it", f"put it on its own line under `if {rank} == 0:`")
+            return
+        plan.rewrite(call, lambda n: expression(f"{code_of(n)} if {rank} == 0 else None"))
+        plan.change(call, "output", f"{what} on rank 0 only (it shares its line: `... if "
+                    f"{rank} == 0 else None`)")
         return
-    own = [c for c in facts.calls_in(call) if c is not call and facts.callee(c) is not None]
-    if own:
+    if own and not _hoist(ctx, call, own):
         fn = facts.code(own[0].func)
-        plan.finding(call, "output", f"this {what} line calls `{fn}()`, which may run on every "
-                     "rank; left unguarded, so every rank prints it",
+        plan.finding(call, "output", f"this {what} line calls `{fn}()` where it cannot be "
+                     "taken out of the line; left unguarded, so every rank prints it",
                      f"compute the value first, then print it under `if {rank} == 0:`")
         return
+    assert stmt is not None
     plan.rewrite(stmt, lambda n: guard_rank0(n, rank))
-    plan.change(call, "output", f"{what} on rank 0 only")
+    if own:
+        names = ", ".join(f"`{facts.code(c.func)}()`" for c in own)
+        plan.change(call, "output", f"{what} on rank 0 only; {names} still runs on every rank, "
+                    "just before it (it may run collectives, and its side effects stay the "
+                    "same on every rank)")
+    else:
+        plan.change(call, "output", f"{what} on rank 0 only")
+
+
+_VERBS = frozenset({"compute", "calc", "calculate", "get", "eval", "evaluate", "measure", "run"})
+_DEFERRED = (cst.Lambda, cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp, cst.IfExp,
+             cst.BooleanOperation)
+
+
+def _outermost(calls: list[cst.Call]) -> list[cst.Call]:
+    """The calls not inside another of them (its arguments run with it)."""
+    ids = {id(c) for c in calls}
+    inside: set[int] = set()
+    for call in calls:
+        for other in calls:
+            if other is not call and id(other) not in inside:
+                stack: list[cst.CSTNode] = [other]
+                while stack:
+                    node = stack.pop()
+                    if node is call:
+                        inside.add(id(call))
+                        break
+                    stack.extend(node.children)
+    return [c for c in calls if id(c) in ids and id(c) not in inside]
+
+
+def _hoist(ctx: Context, call: cst.Call, own: list[cst.Call]) -> bool:
+    """`print(f"... {evaluate(model)}")` -> `accuracy = evaluate(model)` just before the
+    line, the print using the name: the script's function still runs on every rank, in the
+    same order as before. Not where a call may not run at all (a lambda, a comprehension,
+    `a if c else b`, `x and f()`): False."""
+    facts = ctx.facts
+    for inner in own:
+        for node in facts.ancestors(inner):
+            if node is call:
+                break
+            if isinstance(node, _DEFERRED):
+                return False
+    if any(_edited_inside(ctx, inner) for inner in own):
+        return False  # its code, rewritten by another rule, cannot be moved as it stands
+    stmt = facts.statement(call)
+    assert stmt is not None
+    lines = []
+    for inner in own:
+        func = inner.func
+        base = func.attr.value if isinstance(func, cst.Attribute) else facts.code(func)
+        words = base.strip("_").split("_")
+        base = "_".join(words[1:]) if len(words) > 1 and words[0] in _VERBS else base + "_value"
+        name = ctx.names.fresh(base)
+        lines.append(statement(f"{name} = {facts.code(inner)}\n"))
+        ctx.plan.rewrite(inner, constant(cst.Name(name)))
+    ctx.plan.insert_before(stmt, lines)
+    return True
+
+
+def _edited_inside(ctx: Context, node: cst.CSTNode) -> bool:
+    """Has a rule already planned to rewrite something inside `node`?"""
+    facts = ctx.facts
+    module = facts.module_of(node)
+    lo, hi = facts.spans[node]
+    return any(other is not node and other in facts.spans and facts.module_of(other) is module
+               and lo <= facts.spans[other][0] and facts.spans[other][1] <= hi
+               for other in ctx.plan.replace)
 
 
 def _disable_bar(ctx: Context, call: cst.Call) -> None:

@@ -9,9 +9,12 @@ bound, before they reach training:
     trainer = Trainer(model, ..., data_loader=data_loader)
 
 `shard_loader` (defined with the setup) makes the same DataLoader over the same dataset
-with a DistributedSampler that keeps its shuffle, its batch size and its workers. A
-loader it cannot rebuild (not a DataLoader, an IterableDataset, a sampler of its own)
-stops the script at once with the reason, rather than training every rank on all of it.
+with a DistributedSampler that keeps its shuffle, its batch size and its workers. Its
+epoch loop is out of sight (in a Trainer of another module, say), so no `set_epoch` can
+be placed: its sampler (`AutoEpochSampler`) moves to the next epoch after each pass, so
+each pass has a new order, as `set_epoch(epoch)` would give. A loader it cannot rebuild
+(not a DataLoader, an IterableDataset, a sampler of its own) stops the script at once
+with the reason, rather than training every rank on all of it.
 """
 
 from __future__ import annotations
@@ -99,8 +102,8 @@ def _rebuild(ctx: Context, bound: cst.BaseStatement, name: str, loop: cst.For) -
         ctx.helpers.add(("shard_loader", facts.module_of(bound).name))
     ctx.plan.change(bound, "data", f"`{name}` is a training loader built where no DataLoader "
                     f"call shows (`{facts.code(_value(bound))}`): rebuilt with `{call}` "
-                    "before it is used for training, each rank reading its own part; it "
-                    "stops with the reason if it cannot be")
+                    "before it is used for training, each rank reading its own part, a new "
+                    "shuffle at each pass; it stops with the reason if it cannot be")
 
 
 def _value(stmt: cst.BaseStatement) -> cst.CSTNode:
@@ -158,6 +161,15 @@ def helper_code(ctx: Context) -> str:
     n = ctx.names
     return f'''
 
+class {n.auto_epoch}({n.sampler}):
+    """distrun: a DistributedSampler that moves to the next epoch after each pass."""
+
+    def __iter__(self):
+        indices = super().__iter__()
+        self.set_epoch(self.epoch + 1)
+        return indices
+
+
 def {n.shard_loader}(loader):
     """distrun: `loader` again, each rank reading its own part (same batch size, shuffle)."""
     data = torch.utils.data
@@ -172,7 +184,7 @@ def {n.shard_loader}(loader):
                         "yourself (each rank must read its own part)")
     return data.DataLoader(
         loader.dataset, batch_size=loader.batch_size, drop_last=loader.drop_last,
-        sampler={n.sampler}(loader.dataset, shuffle=shuffle),
+        sampler={n.auto_epoch}(loader.dataset, shuffle=shuffle),
         num_workers=loader.num_workers, collate_fn=loader.collate_fn,
         pin_memory=loader.pin_memory, timeout=loader.timeout,
         worker_init_fn=loader.worker_init_fn, prefetch_factor=loader.prefetch_factor,

@@ -151,7 +151,8 @@ def _is_import(node: cst.CSTNode) -> bool:
 def spaced(defs: list[cst.BaseStatement]) -> list[cst.BaseStatement]:
     """Top-level definitions with the two blank lines above each that PEP 8 wants."""
     blank = [cst.EmptyLine(indent=False), cst.EmptyLine(indent=False)]
-    return [d.with_changes(leading_lines=blank) if isinstance(d, cst.FunctionDef) else d
+    definition = (cst.FunctionDef, cst.ClassDef)
+    return [d.with_changes(leading_lines=blank) if isinstance(d, definition) else d
             for d in defs]
 
 

@@ -1,0 +1,117 @@
+"""A worker of `distrun launch --check`: `python boot.py SCRIPT ARGS...` (or `-m MODULE ARGS`).
+
+The launcher (torchrun, accelerate) starts this file in place of the user's script. It
+sets `sys.path` and `sys.argv` as `python SCRIPT ARGS` (or `python -m MODULE ARGS`) would,
+arranges for the probe (probe.py) to be installed the moment the script imports torch, and
+runs the script's code in a fresh `__main__` module, as the interpreter does. The script
+itself is not changed.
+
+Imports only the standard library before the script runs: a script that never imports
+torch runs exactly as it would alone.
+"""
+
+from __future__ import annotations
+
+import builtins
+import importlib.abc
+import importlib.machinery
+import importlib.util
+import os
+import runpy
+import sys
+from collections.abc import Sequence
+from types import ModuleType
+
+_PACKAGE_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+_KEPT: list[ModuleType] = []
+_OURS = {os.path.abspath(__file__), __file__, "<frozen runpy>", runpy.__file__}
+
+
+class _AfterTorch(importlib.abc.MetaPathFinder):
+    """Finds nothing itself: when `torch` is first imported, lets the other finders find
+    it and has the probe installed right after torch's own `__init__` has run."""
+
+    def find_spec(self, fullname: str, path: Sequence[str] | None,
+                  target: ModuleType | None = None) -> importlib.machinery.ModuleSpec | None:
+        if fullname != "torch":
+            return None
+        sys.meta_path.remove(self)
+        spec = importlib.util.find_spec("torch")
+        if spec is None or spec.loader is None:
+            return spec
+        loader = spec.loader
+        run_torch = loader.exec_module
+
+        def exec_module(module: ModuleType) -> None:
+            run_torch(module)
+            _install()
+
+        loader.exec_module = exec_module  # type: ignore[method-assign]
+        return spec
+
+
+def _install() -> None:
+    from distrun.check import probe
+
+    probe.install()
+
+
+def main(argv: list[str]) -> None:
+    if not argv or (argv[0] == "-m" and len(argv) < 2):
+        sys.exit("usage: boot.py SCRIPT [ARGS...] | -m MODULE [ARGS...]")
+    if _PACKAGE_ROOT not in sys.path:
+        sys.path.append(_PACKAGE_ROOT)  # last: the user's own modules come first
+    if "torch" in sys.modules:
+        _install()
+    else:
+        sys.meta_path.insert(0, _AfterTorch())
+    try:
+        if argv[0] == "-m":
+            _run_module(argv[1], argv[2:])
+        else:
+            _run_file(argv[0], argv[1:])
+    except Exception as err:  # the script's own error, shown as `python SCRIPT` shows it
+        tb = err.__traceback__
+        while tb is not None and tb.tb_frame.f_code.co_filename in _OURS:
+            tb = tb.tb_next
+        sys.excepthook(type(err), err, tb)
+        sys.exit(1)
+
+
+def _fresh_main() -> ModuleType:
+    """A new, empty `__main__` module in sys.modules, as the interpreter makes for a
+    script; it stays there to the end (atexit handlers, pickling and spawned processes
+    find the script's names in it)."""
+    module = ModuleType("__main__")
+    module.__dict__["__builtins__"] = builtins
+    _KEPT.append(sys.modules["__main__"])  # this file's module: its functions still run
+    sys.modules["__main__"] = module
+    return module
+
+
+def _run_file(script: str, args: list[str]) -> None:
+    """`python SCRIPT ARGS`: sys.argv, sys.path[0] (the script's folder), then its code in
+    `__main__`."""
+    path = os.path.abspath(script)
+    with open(path, "rb") as stream:
+        code = compile(stream.read(), path, "exec", dont_inherit=True)
+    sys.argv = [script, *args]
+    sys.path[0] = os.path.dirname(os.path.realpath(script))
+    module = _fresh_main()
+    module.__file__ = path
+    module.__cached__ = None  # type: ignore[attr-defined]
+    module.__loader__ = importlib.machinery.SourceFileLoader("__main__", path)
+    module.__spec__ = None
+    exec(code, module.__dict__)
+
+
+def _run_module(name: str, args: list[str]) -> None:
+    """`python -m MODULE ARGS`, as the interpreter runs it (runpy's own entry for -m)."""
+    sys.argv = [name, *args]
+    sys.path[0] = os.getcwd()
+    _fresh_main()
+    runpy._run_module_as_main(name, alter_argv=True)  # type: ignore[attr-defined]
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

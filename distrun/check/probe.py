@@ -1,0 +1,414 @@
+"""Inside each worker of `distrun launch --check`: watch the training, write down facts.
+
+Installed by boot.py right after the script imports torch. Each fact is one JSON line in
+`$DISTRUN_CHECK_DIR/rank<RANK>.jsonl`, written at once (a crash loses nothing written
+before it); distrun compares the ranks' files (verdict.py) while the job runs. The probe
+reads tensors and never changes them, draws no random numbers and runs no collective: a
+checked job trains exactly like an unchecked one.
+
+Facts (`kind`):
+  start   rank, local rank, world size
+  group   init_process_group was called (by the script, accelerate, ...)
+  params  after optimizer steps 1, 2, 4, 8... (and --check-steps): a fingerprint of every
+          parameter the optimizer updates, by name; whether a process group exists
+  loader  a DataLoader's first batch: where it was made (file:line), its length, its data
+          set's length, its sampler, the batch's size and fingerprint
+  train   an optimizer step happened while that loader was being iterated
+  epoch   an iteration of a training loader: its DistributedSampler epoch and shuffle
+  write   a file opened for writing (open, torch.save) and the script line that did it
+  end     steps taken, and why the worker ended (its end, or --check-steps)
+"""
+
+from __future__ import annotations
+
+import atexit
+import gc
+import json
+import os
+import sys
+import sysconfig
+import threading
+import weakref
+from collections.abc import Callable
+from types import FrameType
+from typing import Any
+
+import torch
+
+CHUNK = 1 << 22  # words of a tensor fingerprinted at a time
+_SKIP_PREFIXES = tuple(os.path.join(path, "") for path in (
+    os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+    os.path.dirname(os.path.abspath(torch.__file__)),
+    *{sysconfig.get_paths()[k] for k in ("stdlib", "purelib", "platlib")}))
+_NOT_WRITES = ("/dev/", "/proc/", "/sys/")
+_CACHES = ("/.cache/", "/__pycache__/", "/torchinductor_", "/.triton/")
+
+
+class _State:
+    def __init__(self, folder: str, rank: int, steps: int | None) -> None:
+        path = os.path.join(folder, f"rank{rank}.jsonl")
+        self.out = open(path, "a", buffering=1, encoding="utf-8")  # noqa: SIM115 (kept open)
+        self.folder = os.path.abspath(folder)
+        self.lock = threading.Lock()
+        self.end_after = steps
+        self.optimizers: dict[int, _Optimizer] = {}
+        self.loaders: weakref.WeakKeyDictionary[Any, _Loader] = weakref.WeakKeyDictionary()
+        self.iterators: weakref.WeakKeyDictionary[Any, _Iteration] = (
+            weakref.WeakKeyDictionary())
+        self.sites: dict[str, int] = {}
+        self.current: _Iteration | None = None
+        self.written: set[str] = set()
+        self.group = False
+        self.pid = os.getpid()
+
+    def fact(self, kind: str, **values: object) -> None:
+        if os.getpid() != self.pid:  # a forked DataLoader worker: not this rank's facts
+            return
+        with self.lock:
+            self.out.write(json.dumps({"kind": kind, **values}) + "\n")
+
+
+class _Optimizer:
+    def __init__(self, index: int) -> None:
+        self.index = index
+        self.steps = 0
+        self.names: list[str] | None = None
+
+
+class _Loader:
+    def __init__(self, site: str, number: int) -> None:
+        self.site = site
+        self.number = number  # loaders made at the same line: 0, 1, 2...
+        self.seen_first = False
+        self.train = False
+
+
+class _Iteration:
+    def __init__(self, loader: _Loader, epoch: int | None, shuffle: bool) -> None:
+        self.loader = loader
+        self.epoch = epoch
+        self.shuffle = shuffle
+        self.trained = False
+
+
+_state: _State | None = None
+
+
+def install() -> None:
+    """Patch torch to record facts; nothing happens outside a `--check` job. A probe that
+    cannot be installed says so and leaves the job to run unchecked."""
+    global _state
+    folder, rank = os.environ.get("DISTRUN_CHECK_DIR"), os.environ.get("RANK")
+    if _state is not None or not folder or rank is None:
+        return
+    try:
+        steps = os.environ.get("DISTRUN_CHECK_STEPS")
+        _state = _State(folder, int(rank), int(steps) if steps else None)
+        _state.fact("start", rank=int(rank), local_rank=int(os.environ.get("LOCAL_RANK", 0)),
+                    world=int(os.environ.get("WORLD_SIZE", 1)))
+        _patch()
+    except Exception as err:  # noqa: BLE001 (the job must run, checked or not)
+        _state = None
+        print(f"distrun: check: the probe could not be installed in rank {rank} "
+              f"({type(err).__name__}: {err}); this rank runs unchecked", file=sys.stderr)
+
+
+def _patch() -> None:
+    import torch.distributed
+    from torch.optim.optimizer import register_optimizer_step_post_hook
+    from torch.utils.data import DataLoader
+    from torch.utils.data.dataloader import _BaseDataLoaderIter
+
+    register_optimizer_step_post_hook(_after_step)
+    _patch_loaders(DataLoader, _BaseDataLoaderIter)
+    if torch.distributed.is_available():
+        torch.distributed.init_process_group = _recording_init(
+            torch.distributed.init_process_group)
+    torch.save = _recording_save(torch.save)
+    sys.addaudithook(_audit)
+    atexit.register(_at_exit)
+
+
+# -- where in the user's code ---------------------------------------------------------
+
+
+def user_site(depth: int = 2) -> str:
+    """file:line of the innermost caller that is the user's code (not torch, distrun, the
+    standard library or an installed package)."""
+    frame: FrameType | None
+    try:
+        frame = sys._getframe(depth)
+    except ValueError:
+        return "?"
+    while frame is not None:
+        name = frame.f_code.co_filename
+        if not name.startswith("<") and not name.startswith(_SKIP_PREFIXES):
+            return f"{name}:{frame.f_lineno}"
+        frame = frame.f_back
+    return "?"
+
+
+# -- fingerprints ---------------------------------------------------------------------
+
+
+def fingerprint(tensor: torch.Tensor) -> str:
+    """Equal for equal bytes, different (but for a 2**-64 chance) otherwise: two position-
+    weighted sums of the tensor's words (4 bytes each where its size allows), computed
+    where the tensor lives (no copy to the host)."""
+    flat = tensor.detach().reshape(-1)
+    if flat.numel() == 0:
+        return f"{flat.dtype}:0"
+    try:
+        data = _words(flat.contiguous())
+    except RuntimeError:  # a tensor whose bytes cannot be viewed (quantized, sparse...)
+        return f"{flat.dtype}:{tuple(tensor.shape)}:?"
+    total = torch.zeros(2, dtype=torch.int64, device=data.device)
+    for start in range(0, data.numel(), CHUNK):
+        part = data[start:start + CHUNK].to(torch.int64)
+        index = torch.arange(start, start + part.numel(), device=data.device) * 2 + 1
+        part *= index
+        total[0] += part.sum()
+        total[1] += (part * index).sum()
+    first, second = total.tolist()
+    return f"{flat.dtype}:{tuple(tensor.shape)}:{first:x}:{second:x}"
+
+
+def _words(flat: torch.Tensor) -> torch.Tensor:
+    """A contiguous tensor's bytes as the widest integers that divide its size."""
+    data = flat.view(torch.uint8)
+    for dtype in (torch.int32, torch.int16):
+        if data.numel() % dtype.itemsize == 0:
+            try:
+                return data.view(dtype)
+            except RuntimeError:  # an offset not aligned to the word
+                continue
+    return data
+
+
+def batch_fingerprint(batch: object) -> tuple[str, int | None]:
+    """A batch's fingerprint (tensors, numbers, strings, in lists, tuples, dicts) and its
+    size (the first tensor's first dimension)."""
+    parts: list[str] = []
+    size: list[int] = []
+
+    def walk(obj: object) -> None:
+        if isinstance(obj, torch.Tensor):
+            parts.append(fingerprint(obj))
+            if obj.dim() and not size:
+                size.append(int(obj.shape[0]))
+        elif isinstance(obj, dict):
+            for key in sorted(obj, key=str):
+                parts.append(str(key))
+                walk(obj[key])
+        elif isinstance(obj, (list, tuple)):
+            for item in obj:
+                walk(item)
+        elif isinstance(obj, (str, int, float, bool)) or obj is None:
+            parts.append(repr(obj))
+        else:
+            parts.append(type(obj).__name__)
+
+    walk(batch)
+    return "|".join(parts), (size[0] if size else None)
+
+
+# -- optimizer steps: parameters ------------------------------------------------------
+
+
+def _after_step(optimizer: torch.optim.Optimizer, _args: object, _kwargs: object) -> None:
+    state = _state
+    if state is None or os.getpid() != state.pid:
+        return
+    entry = state.optimizers.get(id(optimizer))
+    if entry is None:
+        entry = state.optimizers[id(optimizer)] = _Optimizer(len(state.optimizers))
+    entry.steps += 1
+    _mark_training(state)
+    last = state.end_after is not None and entry.index == 0 and entry.steps >= state.end_after
+    if entry.steps & (entry.steps - 1) == 0 or last:  # 1, 2, 4, 8... and the last
+        _record_params(state, optimizer, entry)
+    if last:
+        _end(state, "check-steps")
+        os._exit(0)
+
+
+def _record_params(state: _State, optimizer: torch.optim.Optimizer, entry: _Optimizer) -> None:
+    params = [p for group in optimizer.param_groups for p in group["params"]]
+    if entry.names is None:
+        entry.names = _names(params)
+    values = {name: fingerprint(p) for name, p in zip(entry.names, params, strict=True)}
+    group = torch.distributed.is_available() and torch.distributed.is_initialized()
+    state.fact("params", optimizer=entry.index, step=entry.steps, group=bool(group),
+               values=values)
+
+
+def _names(params: list[torch.Tensor]) -> list[str]:
+    """Each parameter's name in the outermost module that holds it (`module.` of a DDP
+    wrapper left out), found once among the live modules; else its place in the groups."""
+    module = torch.nn.Module  # type(), not isinstance: no object's __class__ is asked for
+    modules = [obj for obj in gc.get_objects() if issubclass(type(obj), module)]
+    inner = {id(child) for module in modules for child in module.children()}
+    found: dict[int, str] = {}
+    wanted = {id(p) for p in params}
+    for root in modules:
+        if id(root) in inner:
+            continue
+        for name, param in root.named_parameters():
+            if id(param) in wanted and id(param) not in found:
+                found[id(param)] = name.removeprefix("module.")
+    return [found.get(id(p), f"param[{i}]") for i, p in enumerate(params)]
+
+
+# -- data loaders ---------------------------------------------------------------------
+
+
+def _patch_loaders(loader_class: Any, iterator_class: Any) -> None:
+    make, start, step = loader_class.__init__, loader_class.__iter__, iterator_class.__next__
+
+    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+        make(self, *args, **kwargs)
+        state = _state
+        if state is not None and self not in state.loaders:
+            site = user_site()
+            number = state.sites.get(site, 0)
+            state.sites[site] = number + 1
+            state.loaders[self] = _Loader(site, number)
+
+    def __iter__(self: Any) -> Any:
+        iterator = start(self)
+        state = _state
+        loader = state.loaders.get(self) if state is not None else None
+        if state is not None and loader is not None:
+            sampler = _distributed_sampler(self)
+            try:
+                state.iterators[iterator] = _Iteration(
+                    loader, getattr(sampler, "epoch", None),
+                    bool(getattr(sampler, "shuffle", False)))
+            except TypeError:  # an iterator that cannot be referenced weakly
+                pass
+        return iterator
+
+    def __next__(self: Any) -> Any:
+        batch = step(self)
+        state = _state
+        iteration = state.iterators.get(self) if state is not None else None
+        if state is not None and iteration is not None:
+            state.current = iteration
+            if not iteration.loader.seen_first:
+                iteration.loader.seen_first = True
+                _record_loader(state, self, iteration.loader, batch)
+        return batch
+
+    loader_class.__init__ = __init__
+    loader_class.__iter__ = __iter__
+    iterator_class.__next__ = __next__
+
+
+def _distributed_sampler(loader: Any) -> object | None:
+    from torch.utils.data.distributed import DistributedSampler
+
+    for sampler in (getattr(loader, "sampler", None),
+                    getattr(getattr(loader, "batch_sampler", None), "sampler", None)):
+        if isinstance(sampler, DistributedSampler):
+            return sampler
+    return None
+
+
+def _record_loader(state: _State, iterator: Any, loader: _Loader, batch: object) -> None:
+    """The loader's first batch, its batches per epoch (the iterator's length), its data
+    set's length and what draws the samples."""
+    digest, size = batch_fingerprint(batch)
+    dataset = getattr(iterator, "_dataset", None)
+    sampler = getattr(iterator, "_index_sampler", None)
+    inner = getattr(sampler, "sampler", sampler)
+    state.fact("loader", site=loader.site, number=loader.number, first=digest, batch=size,
+               length=_length(iterator),
+               dataset=_length(dataset), sampler=type(inner).__name__,
+               replacement=bool(getattr(inner, "replacement", False)),
+               samples=getattr(inner, "num_samples", None) if inner is not None else None)
+
+
+def _length(obj: object) -> int | None:
+    try:
+        return len(obj)  # type: ignore[arg-type]
+    except Exception:  # noqa: BLE001 (an IterableDataset, a sampler without a length)
+        return None
+
+
+def _mark_training(state: _State) -> None:
+    iteration = state.current
+    if iteration is None or iteration.trained:
+        return
+    iteration.trained = True
+    loader = iteration.loader
+    if not loader.train:
+        loader.train = True
+        state.fact("train", site=loader.site, number=loader.number)
+    state.fact("epoch", site=loader.site, number=loader.number, epoch=iteration.epoch,
+               shuffle=iteration.shuffle)
+
+
+# -- process group, files, the end ----------------------------------------------------
+
+
+def _recording_init(init: Callable[..., Any]) -> Callable[..., Any]:
+    def init_process_group(*args: Any, **kwargs: Any) -> Any:
+        result = init(*args, **kwargs)
+        if _state is not None and not _state.group:
+            _state.group = True
+            _state.fact("group", backend=str(torch.distributed.get_backend()))
+        return result
+
+    init_process_group.__wrapped__ = init  # type: ignore[attr-defined]
+    init_process_group.__doc__ = init.__doc__
+    return init_process_group
+
+
+def _recording_save(save: Callable[..., Any]) -> Callable[..., Any]:
+    def saved(obj: object, f: Any, *args: Any, **kwargs: Any) -> Any:
+        if isinstance(f, (str, os.PathLike)):
+            _written(os.fspath(f))
+        return save(obj, f, *args, **kwargs)
+
+    saved.__wrapped__ = save  # type: ignore[attr-defined]
+    saved.__doc__ = save.__doc__
+    return saved
+
+
+def _audit(event: str, args: tuple[Any, ...]) -> None:
+    if event != "open" or _state is None:
+        return
+    path, mode, flags = args
+    if isinstance(mode, str):
+        writing = any(c in mode for c in "wax+")
+    else:
+        writing = bool((flags or 0) & (os.O_WRONLY | os.O_RDWR))
+    if writing and isinstance(path, (str, bytes, os.PathLike)):
+        _written(os.fsdecode(path))
+
+
+def _written(path: str) -> None:
+    state = _state
+    if state is None or os.getpid() != state.pid:
+        return
+    full = os.path.abspath(path)
+    if (full in state.written or full.startswith(state.folder) or full.startswith(_NOT_WRITES)
+            or any(part in full for part in _CACHES) or full.endswith((".pyc", ".lock"))):
+        return
+    state.written.add(full)
+    state.fact("write", path=full, site=user_site(3))
+
+
+def _end(state: _State, reason: str) -> None:
+    steps = {str(entry.index): entry.steps for entry in state.optimizers.values()}
+    state.fact("end", reason=reason, steps=steps, group=state.group)
+    state.out.flush()
+
+
+def _at_exit() -> None:
+    if _state is not None and os.getpid() == _state.pid:
+        _end(_state, "exit")
+        # Free what only the garbage collector frees (a DDP model in a reference cycle,
+        # its reducer holding gloo work) while the interpreter is whole: freed during its
+        # finalization instead, gloo's threads can abort the process (seen 1 exit in 15).
+        gc.collect()

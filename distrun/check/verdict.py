@@ -1,0 +1,250 @@
+"""The ranks' facts compared: findings, as soon as the facts show them.
+
+The probe in each worker appends facts to `rank<R>.jsonl` (probe.py). `Checker.poll()`
+reads what is new in every file and returns the findings not given before; distrun calls
+it while the job runs, so a wrong script is named in its first steps, and once more at
+the end. Only the ranks of this node are compared (their files are here); no collective
+is ever run for the check.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from distrun.check.rules import Finding
+
+Key = tuple[str, int]  # a loader: the file:line that made it, and its number there
+MAX_WRITES = 5  # shared files named one by one; more are counted
+
+
+@dataclass
+class LoaderFacts:
+    """A loader's first batch on one rank (probe.py's `loader` fact)."""
+
+    first: str
+    batch: int | None
+    length: int | None  # batches per epoch
+    dataset: int | None
+    sampler: str
+    replacement: bool
+
+
+@dataclass
+class RankFacts:
+    rank: int
+    world: int
+    group: bool = False
+    params: dict[tuple[int, int], tuple[bool, dict[str, str]]] = field(default_factory=dict)
+    loaders: dict[Key, LoaderFacts] = field(default_factory=dict)
+    train: set[Key] = field(default_factory=set)
+    epochs: dict[Key, list[tuple[int | None, bool]]] = field(default_factory=dict)
+    writes: dict[str, str] = field(default_factory=dict)  # path -> file:line
+    steps: int = 0  # of the first optimizer, when the rank ended
+
+    def add(self, fact: dict[str, Any]) -> None:
+        kind = fact["kind"]
+        key = (str(fact.get("site")), int(fact.get("number", 0)))
+        if kind == "group":
+            self.group = True
+        elif kind == "params":
+            self.params[(int(fact["optimizer"]), int(fact["step"]))] = (
+                bool(fact["group"]), {str(k): str(v) for k, v in fact["values"].items()})
+        elif kind == "loader":
+            self.loaders[key] = LoaderFacts(
+                str(fact["first"]), _int(fact.get("batch")), _int(fact.get("length")),
+                _int(fact.get("dataset")), str(fact.get("sampler")),
+                bool(fact.get("replacement")))
+        elif kind == "train":
+            self.train.add(key)
+        elif kind == "epoch":
+            self.epochs.setdefault(key, []).append((_int(fact["epoch"]), bool(fact["shuffle"])))
+        elif kind == "write":
+            self.writes.setdefault(str(fact["path"]), str(fact["site"]))
+        elif kind == "end":
+            self.steps = int(fact.get("steps", {}).get("0", 0))
+            self.group = self.group or bool(fact.get("group"))
+
+    @property
+    def without_group(self) -> bool:
+        """Took an optimizer step and never had a process group."""
+        if self.group:
+            return False
+        stepped = [group for (_, step), (group, _) in self.params.items() if step == 1]
+        return bool(stepped) and not any(stepped)
+
+
+class Checker:
+    """Reads the facts files of `nproc` local ranks in `folder`; `poll()` gives the
+    findings not given before."""
+
+    def __init__(self, folder: Path, nproc: int) -> None:
+        self.folder = folder
+        self.nproc = nproc
+        self.ranks: dict[int, RankFacts] = {}
+        self.offsets: dict[Path, int] = {}
+        self.given: set[object] = set()
+        self.findings: list[Finding] = []
+
+    # -- reading ----------------------------------------------------------------------
+
+    def _read(self) -> None:
+        for path in sorted(self.folder.glob("rank*.jsonl")):
+            offset = self.offsets.get(path, 0)
+            try:
+                with path.open("rb") as stream:
+                    stream.seek(offset)
+                    data = stream.read()
+            except OSError:
+                continue
+            complete = data[:data.rfind(b"\n") + 1]
+            self.offsets[path] = offset + len(complete)
+            rank = int(path.stem.removeprefix("rank"))
+            for line in complete.splitlines():
+                try:
+                    fact = json.loads(line)
+                except ValueError:
+                    continue
+                if not isinstance(fact, dict):
+                    continue
+                if fact.get("kind") == "start":
+                    self.ranks[rank] = RankFacts(rank, int(fact.get("world", 1)))
+                elif rank in self.ranks:
+                    self.ranks[rank].add(fact)
+
+    @property
+    def steps(self) -> int:
+        """Optimizer steps of the first optimizer, the most any rank took."""
+        return max([0, *(facts.steps for facts in self.ranks.values()),
+                    *(step for facts in self.ranks.values() for (opt, step) in facts.params
+                      if opt == 0)])
+
+    # -- judging ----------------------------------------------------------------------
+
+    def poll(self) -> list[Finding]:
+        """Read what is new; the findings it shows that were not given before."""
+        self._read()
+        ranks = [self.ranks[r] for r in sorted(self.ranks)]
+        if len(ranks) < 2 or ranks[0].world < 2:
+            return []
+        new: list[Finding] = []
+        if self.nproc <= len(ranks) and all(r.without_group for r in ranks):
+            self._give(new, "group", Finding(
+                "no-process-group", f"none of the {len(ranks)} ranks set up a process group "
+                "(torch.distributed.init_process_group was never called) before training"))
+        if "group" in self.given:  # its consequences are not findings of their own
+            return new
+        for key, finding in [*self._params(ranks), *self._data(ranks), *self._epochs(ranks),
+                             *self._writes(ranks)]:
+            self._give(new, key, finding)
+        return new
+
+    def _give(self, new: list[Finding], key: object, finding: Finding) -> None:
+        if key not in self.given:
+            self.given.add(key)
+            new.append(finding)
+            self.findings.append(finding)
+
+    def _params(self, ranks: list[RankFacts]) -> list[tuple[object, Finding]]:
+        """The first step after which a parameter differs between ranks."""
+        common = set.intersection(*(set(r.params) for r in ranks))
+        for optimizer, step in sorted(common, key=lambda k: (k[1], k[0])):
+            tables = [r.params[(optimizer, step)][1] for r in ranks]
+            differ = [name for name in tables[0]
+                      if len({str(t.get(name)) for t in tables}) > 1]
+            if not differ:
+                continue
+            name = differ[0]
+            odd = [r.rank for r, t in zip(ranks, tables, strict=True)
+                   if t.get(name) != tables[0].get(name)]
+            which = "" if optimizer == 0 else f" of optimizer {optimizer + 1}"
+            return [("params", Finding(
+                "params-diverged",
+                f"after optimizer step {step}{which}, `{name}` differs between rank "
+                f"{ranks[0].rank} and rank{'s' if len(odd) > 1 else ''} "
+                f"{', '.join(map(str, odd))} ({len(differ)} of {len(tables[0])} parameters "
+                "differ)"))]
+        return []
+
+    def _data(self, ranks: list[RankFacts]) -> list[tuple[object, Finding]]:
+        """Training loaders whose first batch is the same on every rank, or that give a
+        rank the whole data set."""
+        found: list[tuple[object, Finding]] = []
+        trained = set().union(*(r.train for r in ranks))
+        for key in sorted(trained):
+            facts = [r.loaders[key] for r in ranks if key in r.loaders]
+            if len(facts) < len(ranks):
+                continue
+            whole = [f for f in facts if _reads_everything(f, ranks[0].world)]
+            if len({f.first for f in facts}) == 1:
+                seen = "gives every rank the same first batch"
+            elif whole:
+                f = whole[0]
+                seen = (f"gives each rank all {f.dataset} samples ({f.length} batches "
+                        f"of {f.batch} per epoch)")
+            else:
+                continue
+            found.append((("data", key), Finding(
+                "unsharded-data", f"the training DataLoader made here {seen}", key[0])))
+        return found
+
+    def _epochs(self, ranks: list[RankFacts]) -> list[tuple[object, Finding]]:
+        """Training loaders iterated twice at the same shuffling epoch."""
+        found: list[tuple[object, Finding]] = []
+        for rank in ranks:
+            for key, epochs in rank.epochs.items():
+                shuffled = [epoch for epoch, shuffle in epochs if shuffle and epoch is not None]
+                repeated = {e for e in shuffled if shuffled.count(e) > 1}
+                if repeated:
+                    found.append((("epoch", key), Finding(
+                        "no-set-epoch",
+                        f"the training DataLoader made here was iterated {len(shuffled)} "
+                        f"times with its DistributedSampler at epoch {min(repeated)} (rank "
+                        f"{rank.rank}): every epoch has the same order", key[0])))
+        return found
+
+    def _writes(self, ranks: list[RankFacts]) -> list[tuple[object, Finding]]:
+        """Files written by more than one rank."""
+        writers: dict[str, list[RankFacts]] = {}
+        for rank in ranks:
+            for path in rank.writes:
+                writers.setdefault(path, []).append(rank)
+        shared = sorted(path for path, who in writers.items() if len(who) > 1)
+        found: list[tuple[object, Finding]] = []
+        for number, path in enumerate(shared[:MAX_WRITES], 1):
+            who = writers[path]
+            more = (f" ({len(shared) - MAX_WRITES} more files too)"
+                    if number == MAX_WRITES and len(shared) > MAX_WRITES else "")
+            found.append((("write", path), Finding(
+                "shared-write", f"{path} is written by ranks "
+                f"{', '.join(str(r.rank) for r in who)}{more}", who[0].writes[path])))
+        return found
+
+
+def _reads_everything(fact: LoaderFacts, world: int) -> bool:
+    """A loader over a plain sequential or random (no replacement) sampler whose epoch
+    covers the whole data set on this rank."""
+    if fact.sampler not in ("SequentialSampler", "RandomSampler") or fact.replacement:
+        return False
+    if fact.length is None or fact.batch is None or fact.dataset is None:
+        return False
+    return fact.dataset >= world and fact.length * fact.batch >= fact.dataset
+
+
+def _int(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def duplicate_output(lines: dict[str, tuple[str, set[int]]], nproc: int) -> Finding | None:
+    """Lines of standard output printed by more than one local rank (decimal numbers
+    aside: each rank's loss differs)."""
+    repeated = [(text, ranks) for text, ranks in lines.values() if len(ranks) > 1]
+    if nproc < 2 or not repeated:
+        return None
+    text, ranks = repeated[0]
+    every = sum(1 for _, r in repeated if len(r) == nproc)
+    return Finding("duplicate-output", f"{len(repeated)} line(s) printed by several ranks "
+                   f"({every} by all {nproc}), e.g. {text[:80]!r} by ranks "
+                   f"{', '.join(map(str, sorted(ranks)))}")

@@ -1,0 +1,133 @@
+"""`distrun launch` checks on a corpus of broken distributed scripts, one defect each.
+
+Each script of tests/check/scripts/ is launched on 2 CPU processes (gloo) with and without
+`--check`: with it, exactly its defect's rule is named (exit code 3); without it, only the
+rules that are always on can be named. `correct.py` must pass clean and train to the same
+weights with `--check` as without.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+import torch
+
+from distrun.check.rules import RULES
+from tests.conftest import ROOT, distrun
+
+pytestmark = pytest.mark.e2e
+SCRIPTS = Path(__file__).parent / "scripts"
+DEFECTS = {
+    "unconverted.py": "no-process-group",
+    "no_sampler.py": "unsharded-data",
+    "no_set_epoch.py": "no-set-epoch",
+    "unwrapped_forward.py": "params-diverged",
+    "save_every_rank.py": "shared-write",
+    "print_every_rank.py": "duplicate-output",
+    "accelerate_no_prepare.py": "unsharded-data",
+}
+
+
+def launch(folder: Path, name: str, *options: str) -> tuple[int, str, dict[str, object]]:
+    """SCRIPT on 2 processes: exit code, stderr, and the --report-json record."""
+    shutil.copy(SCRIPTS / name, folder / name)
+    launcher = "accelerate" if name.startswith("accelerate") else "torchrun"
+    report = folder / "report.json"
+    result = distrun("launch", "--launcher", launcher, "--nproc-per-node", "2",
+                     "--report-json", str(report), *options, name, cwd=folder,
+                     env={"OUT_PATH": str(folder / "model.pt")})
+    assert report.is_file(), result.stdout + result.stderr
+    return result.returncode, result.stderr, json.loads(report.read_text())
+
+
+def rules_of(record: dict[str, object]) -> list[str]:
+    return [str(f["rule"]) for f in record["findings"]]  # type: ignore[attr-defined]
+
+
+def test_every_rule_has_a_broken_script_and_a_readme_entry() -> None:
+    readme = (ROOT / "README.md").read_text()
+    assert set(DEFECTS.values()) | {"options-after-script"} == set(RULES)
+    for rule in RULES:
+        assert f"`[{rule}]`" in readme, rule
+
+
+@pytest.mark.parametrize(("name", "rule"), DEFECTS.items())
+def test_check_names_the_defect_and_nothing_else(tmp_path: Path, name: str, rule: str) -> None:
+    code, stderr, record = launch(tmp_path, name, "--check")
+    assert rules_of(record) == [rule], stderr[-3000:]
+    assert code == 3 and record["exit_code"] == 3
+    assert f"distrun: check: [{rule}]" in stderr
+    assert f"  fix: {RULES[rule].fix}" in stderr
+
+
+@pytest.mark.parametrize(("name", "rule"), DEFECTS.items())
+def test_without_check_only_the_rules_always_on_speak(tmp_path: Path, name: str,
+                                                      rule: str) -> None:
+    code, stderr, record = launch(tmp_path, name)
+    expected = [rule] if RULES[rule].always else []
+    assert rules_of(record) == expected, stderr[-3000:]
+    assert code == 0  # without --check a finding is a warning: the job's exit code stands
+    assert ("distrun: warning: [" in stderr) == bool(expected)
+
+
+def test_correct_script_passes_clean_and_trains_the_same(tmp_path: Path) -> None:
+    code, stderr, record = launch(tmp_path, "correct.py")
+    assert code == 0 and rules_of(record) == []
+    plain = torch.load(tmp_path / "model.pt")
+    code, stderr, record = launch(tmp_path, "correct.py", "--check")
+    assert code == 0 and rules_of(record) == [], stderr[-3000:]
+    assert record["optimizer_steps"] == 6  # 3 epochs of 2 batches of 16 per rank
+    assert "distrun: check: 6 optimizer steps on 2 ranks, no problem found" in stderr
+    checked = torch.load(tmp_path / "model.pt")
+    assert checked.keys() == plain.keys()
+    for key in plain:
+        assert torch.equal(checked[key], plain[key]), key
+
+
+def test_correct_script_under_accelerate_launch_and_as_a_module(tmp_path: Path) -> None:
+    shutil.copy(SCRIPTS / "correct.py", tmp_path / "correct.py")
+    for launcher, target in (("accelerate", ["correct.py"]), ("torchrun", ["-m", "correct"])):
+        result = distrun("launch", "--launcher", launcher, "--nproc-per-node", "2", "--check",
+                         *target, cwd=tmp_path, env={"OUT_PATH": str(tmp_path / "m.pt")})
+        assert result.returncode == 0, result.stderr[-3000:]
+        assert "no problem found" in result.stderr
+
+
+def test_check_steps_ends_the_job_after_k_steps_and_finds_a_defect_at_step_1(
+        tmp_path: Path) -> None:
+    code, stderr, record = launch(tmp_path, "correct.py", "--check-steps", "2")
+    assert (code, rules_of(record), record["optimizer_steps"]) == (0, [], 2), stderr[-3000:]
+    assert not (tmp_path / "model.pt").exists()  # ended before the end of training
+    code, stderr, record = launch(tmp_path, "unwrapped_forward.py", "--check-steps", "1")
+    assert (code, rules_of(record)) == (3, ["params-diverged"]), stderr[-3000:]
+    assert "after optimizer step 1, `weight` differs between rank 0 and rank 1" in stderr
+
+
+# -- before anything starts (no process is started by these) ----------------------------
+
+
+def test_options_after_script_and_no_process_group_are_said_at_the_start(
+        tmp_path: Path) -> None:
+    shutil.copy(SCRIPTS / "unconverted.py", tmp_path / "train.py")
+    result = distrun("launch", "--dry-run", "train.py", "--nproc-per-node", "2", cwd=tmp_path)
+    assert result.returncode == 0
+    assert ("distrun: warning: [options-after-script] train.py: --nproc-per-node comes after "
+            "the script: it is passed to the script, not to distrun") in result.stderr
+    assert "[no-process-group]" not in result.stderr  # one process: nothing to say
+    result = distrun("launch", "--dry-run", "--nproc-per-node", "2", "train.py", cwd=tmp_path)
+    assert "distrun: warning: [no-process-group] train.py: never sets up torch." in result.stderr
+    assert "  fix: convert it: `distrun convert SCRIPT`" in result.stderr
+
+
+def test_a_syntax_error_is_exit_2_and_a_typo_gets_a_suggestion(tmp_path: Path) -> None:
+    (tmp_path / "train.py").write_text("import torch\n\ndef main(:\n    pass\n")
+    result = distrun("launch", "--nproc-per-node", "2", "train.py", cwd=tmp_path)
+    assert result.returncode == 2
+    assert result.stderr.startswith("distrun: error: train.py:3:10: not valid Python")
+    assert "torchrun" not in result.stderr and "master port" not in result.stderr
+    result = distrun("launch", "--nproc-per-node", "2", "trian.py", cwd=tmp_path)
+    assert result.returncode == 2
+    assert "did you mean train.py?" in result.stderr
