@@ -18,5 +18,9 @@ def test_every_package_is_in_the_wheel() -> None:
         for p in (ROOT / "distrun").rglob("__init__.py")
     }
     assert found | {"distrun.templates"} == listed
+    # a folder of modules without __init__.py is a namespace package: it imports from a
+    # checkout, but setuptools leaves it out of the wheel
+    folders = {p.parent for p in (ROOT / "distrun").rglob("*.py")}
+    assert [f for f in folders if not (f / "__init__.py").exists()] == []
     assert config["package-dir"]["distrun.templates"] == "templates"
     assert (ROOT / "templates" / "__init__.py").exists()

@@ -1,0 +1,2 @@
+"""`distrun launch` checks: the rules, the static look at the script, the probe inside
+each worker (boot.py, probe.py) and the verdict that compares the ranks."""
