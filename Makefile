@@ -10,6 +10,9 @@ $(STAMP): pyproject.toml constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --disable-pip-version-check -c constraints.txt 'torch==2.13.0'
 	$(PY) -m pip install --quiet --disable-pip-version-check -c constraints.txt -e '.[dev]'
+	# DeepSpeed compiles its shared-memory op on its first run (about a minute): once, here
+	$(PY) -c "from deepspeed.accelerator import get_accelerator as a; \
+		a().create_op_builder('ShareMemCommBuilder').load()" >/dev/null
 	touch $(STAMP)
 
 test: $(STAMP)

@@ -71,13 +71,29 @@ def init(output: str, force: bool, non_interactive: bool, **given: str | int | N
 @config.command()
 @file_argument
 @click.option("--json", "as_json", is_flag=True, help="Print the problems as JSON.")
-def validate(file: str, as_json: bool) -> int:
-    """Check FILE (default distrun.yaml): exit 0 if valid, 1 listing every problem."""
+@click.option("--world-size", type=click.IntRange(min=1), metavar="N",
+              help="DeepSpeed config: check its batch sizes against N processes in all.")
+def validate(file: str, as_json: bool, world_size: int | None) -> int:
+    """Check FILE (default distrun.yaml): exit 0 if valid, 1 listing every problem.
+
+    \b
+    A FILE ending in .json or .hjson is read as a DeepSpeed config (ds_config.json):
+    every "auto" (only the Hugging Face Trainer fills them in), the batch-size
+    arithmetic, gradient clipping, ZeRO's optimizer and offload needs.
+      distrun config validate ds_config.json --world-size 8
+    """
     import json
 
-    from distrun.config.load import load
+    if file.endswith((".json", ".hjson")):
+        from distrun.config import deepspeed
 
-    cfg = load(file)
+        cfg = deepspeed.load(file, world_size)
+    else:
+        from distrun.config.load import load
+
+        if world_size is not None:
+            raise InputError("--world-size applies to a DeepSpeed config (a .json file)")
+        cfg = load(file)
     if as_json:
         click.echo(json.dumps({"file": file, "valid": cfg.valid, "problems": [
             {"line": p.line, "key": p.key, "severity": p.severity, "message": p.message}

@@ -69,6 +69,13 @@ class Config:
 
 
 def load(path: str) -> Config:
+    text = read(path)
+    return parse(text, path) if isinstance(text, str) else Config(path, problems=[text])
+
+
+def read(path: str) -> str | Problem:
+    """A config file's text (bounded), or the problem that makes it no config; a file that
+    cannot be read is exit 2."""
     p = Path(path)
     if not p.exists():
         raise InputError(f"{path}: no such config file",
@@ -80,12 +87,11 @@ def load(path: str) -> Config:
     except OSError as err:
         raise InputError(f"{path}: cannot read: {err.strerror}") from None
     if len(data) > MAX_BYTES:
-        return Config(path, problems=[Problem(1, "", "file larger than 1 MiB: not a config")])
+        return Problem(1, "", "file larger than 1 MiB: not a config")
     try:
-        text = data.decode("utf-8")
+        return data.decode("utf-8")
     except UnicodeDecodeError:
-        return Config(path, problems=[Problem(1, "", "not UTF-8 text")])
-    return parse(text, path)
+        return Problem(1, "", "not UTF-8 text")
 
 
 def parse(text: str, path: str = DEFAULT_FILE) -> Config:
