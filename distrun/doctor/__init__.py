@@ -45,10 +45,20 @@ class Context:
 Check = Callable[[Context], Iterable[CheckResult]]
 
 
-def all_checks() -> list[Check]:
-    from distrun.doctor import network, platform, smoke, software, system
+def installed_version(package: str) -> str | None:
+    """The installed version of a distribution, or None when it is not installed."""
+    import importlib.metadata
 
-    return [*platform.CHECKS, *system.CHECKS, *software.CHECKS, *network.CHECKS,
+    try:
+        return importlib.metadata.version(package)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def all_checks() -> list[Check]:
+    from distrun.doctor import deepspeed, network, platform, smoke, software, system
+
+    return [*platform.CHECKS, *system.CHECKS, *software.CHECKS, *deepspeed.CHECKS, *network.CHECKS,
             *smoke.CHECKS]
 
 

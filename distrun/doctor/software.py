@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.metadata
 import importlib.util
 import os
 import shutil
@@ -11,7 +10,7 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
-from distrun.doctor import CheckResult, Context
+from distrun.doctor import CheckResult, Context, installed_version
 
 
 def check_torchrun(ctx: Context) -> Iterator[CheckResult]:
@@ -57,9 +56,8 @@ def accelerate_config_path(environ: dict[str, str] | os._Environ[str]) -> Path:
 
 
 def check_accelerate(ctx: Context) -> Iterator[CheckResult]:
-    try:
-        version = importlib.metadata.version("accelerate")
-    except importlib.metadata.PackageNotFoundError:
+    version = installed_version("accelerate")
+    if version is None:
         yield CheckResult("accelerate", "skip", "not installed (only needed for "
                           "--launcher accelerate)")
         return

@@ -251,3 +251,40 @@ def test_a_crashing_check_is_reported_not_raised() -> None:
     found = run_checks(Context(), [check_broken])
     assert found == [CheckResult("broken", "fail", "the check itself failed: RuntimeError: boom",
                                  "report this as a distrun bug")]
+
+
+def test_deepspeed_its_accelerator_and_the_op_built_at_set_up() -> None:
+    pytest.importorskip("deepspeed", reason="DeepSpeed is installed by `make test`")
+    from distrun.doctor import deepspeed
+
+    found = list(deepspeed.check_deepspeed(env_ctx()))
+    assert [r.name for r in found] == ["deepspeed", "deepspeed ops"], found
+    accelerator = "cuda" if torch_cuda() else "cpu"
+    assert found[0].status == "ok" and found[0].detail.endswith(f"accelerator {accelerator}")
+    # make's set-up builds the shared-memory op, so no test waits minutes for it
+    assert found[1].status == "ok" and "deepspeed_shm_comm" in found[1].detail, found[1]
+
+
+def test_a_lock_left_by_a_killed_op_build_fails_with_the_fix(tmp_path: Path) -> None:
+    from distrun.doctor import deepspeed
+
+    op = tmp_path / "py311_cpu" / "fused_adam"
+    op.mkdir(parents=True)
+    (op / "fused_adam.so").write_bytes(b"")
+    lock = op / "lock"
+    lock.write_text("")
+    ctx = Context(environ={"TORCH_EXTENSIONS_DIR": str(tmp_path)})
+    found = list(deepspeed._ops(deepspeed.extensions_root(ctx.environ)))
+    assert [(r.status, r.detail.split(":")[0]) for r in found] == [
+        ("ok", f"built in {tmp_path}"), ("warn", str(lock))]
+    old = lock.stat().st_mtime - deepspeed.STALE_AFTER - 60
+    os.utime(lock, (old, old))
+    found = list(deepspeed._ops(deepspeed.extensions_root(ctx.environ)))
+    assert found[1].status == "fail" and "waits on it forever" in found[1].detail
+    assert found[1].hint == f"remove it (no build is running): rm {lock}"
+
+
+def torch_cuda() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
