@@ -103,8 +103,13 @@ class Session:
             self.folder = None
 
     @property
+    def comparable(self) -> bool:
+        """Whether this node has ranks to compare (the facts of other nodes stay there)."""
+        return self.local >= 2
+
+    @property
     def checks_run(self) -> list[str]:
-        return [*ALWAYS, *(CHECKED if self.check else [])]
+        return [*ALWAYS, *(CHECKED if self.check and self.comparable else [])]
 
     @property
     def ranks_checked(self) -> int:

@@ -272,6 +272,10 @@ def check_report(session: Session, found_at_end: list[rules.Finding], job_ok: bo
     if not session.findings and not job_ok:
         return (f"distrun: check: the job failed after {done}; no problem found in what "
                 "the ranks did before")
+    if not session.findings and not session.comparable:
+        return (f"distrun: check: {done}: nothing compared, the checks compare the ranks of "
+                "a node and this node runs one (try a short run of 2 or more processes on "
+                "one node: --nnodes 1 --nproc-per-node 2 --check-steps 5)")
     if not session.findings:
         return (f"distrun: check: {done}, no problem found (checks run: "
                 f"{', '.join(session.checks_run)})")

@@ -106,6 +106,21 @@ def test_check_steps_ends_the_job_after_k_steps_and_finds_a_defect_at_step_1(
     assert "after optimizer step 1, `weight` differs between rank 0 and rank 1" in stderr
 
 
+def test_one_rank_on_the_node_is_said_to_be_compared_with_nothing(tmp_path: Path) -> None:
+    """A node running one process (a world of one, or one process on each of several
+    nodes) has no ranks to compare: no all-clear is given for checks that did not run."""
+    shutil.copy(SCRIPTS / "unwrapped_forward.py", tmp_path / "train.py")
+    report = tmp_path / "report.json"
+    result = distrun("launch", "--nproc-per-node", "1", "--check", "--report-json",
+                     str(report), "train.py", cwd=tmp_path,
+                     env={"OUT_PATH": str(tmp_path / "model.pt")})
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "nothing compared, the checks compare the ranks of a node" in result.stderr
+    assert "no problem found" not in result.stderr
+    record = json.loads(report.read_text())
+    assert record["checks_run"] == [r for r in RULES if RULES[r].always]
+
+
 # -- before anything starts (no process is started by these) ----------------------------
 
 

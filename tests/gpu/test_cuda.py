@@ -51,7 +51,9 @@ def launch_on_the_gpus(converted: Path, folder: Path) -> str:
     # NCCL prints its INFO lines when it forms the communicator: the proof that the
     # converted script chose nccl (gloo prints none of them).
     assert "NCCL INFO" in output, output[-3000:]
-    assert "no problem found" in result.stderr, result.stderr[-3000:]
+    compared = ("no problem found" if torch.cuda.device_count() > 1 else
+                "nothing compared, the checks compare the ranks of a node")
+    assert compared in result.stderr, result.stderr[-3000:]
     return result.stdout
 
 
