@@ -1,8 +1,8 @@
 """DeepSpeed: installed or not, the accelerator it picks, which of its ops are built, and
 the lock file a killed op build leaves behind.
 
-DeepSpeed compiles most of its ops on first use (torch's cpp_extension, under
-$TORCH_EXTENSIONS_DIR or ~/.cache/torch_extensions/py<version>_<cpu|cuXXX>/<op>/). The
+DeepSpeed compiles most of its ops on first use (torch's cpp_extension, in
+$TORCH_EXTENSIONS_DIR/<op>/ or ~/.cache/torch_extensions/py<version>_<cpu|cuXXX>/<op>/). The
 build holds a `lock` file in the op's folder; a build killed half-way leaves it, and every
 later run that needs the op waits on it forever, silently.
 """
@@ -23,12 +23,17 @@ _ACCELERATOR = ("from deepspeed.accelerator import get_accelerator; "
                 "print(get_accelerator().device_name())")
 
 
-def extensions_root(environ: Mapping[str, str]) -> Path:
-    """Where torch's cpp_extension builds (and DeepSpeed's JIT ops live)."""
+def op_folders(environ: Mapping[str, str]) -> tuple[Path, list[Path]]:
+    """Where torch's cpp_extension builds (DeepSpeed's JIT ops): the root, and the op
+    folders in it. $TORCH_EXTENSIONS_DIR holds the ops themselves; the default root,
+    $XDG_CACHE_HOME or ~/.cache/torch_extensions, a folder per Python and build
+    (py311_cpu, py311_cu128...) holding them."""
     if environ.get("TORCH_EXTENSIONS_DIR"):
-        return Path(environ["TORCH_EXTENSIONS_DIR"])
+        root = Path(environ["TORCH_EXTENSIONS_DIR"])
+        return root, sorted(p for p in root.glob("*") if p.is_dir())
     cache = environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(cache) / "torch_extensions"
+    root = Path(cache) / "torch_extensions"
+    return root, sorted(p for p in root.glob("py*_*/*") if p.is_dir())
 
 
 def check_deepspeed(ctx: Context) -> Iterator[CheckResult]:
@@ -42,7 +47,7 @@ def check_deepspeed(ctx: Context) -> Iterator[CheckResult]:
                       f"deepspeed {version}, accelerator {accelerator or '?'}",
                       "" if accelerator else "`import deepspeed.accelerator` failed: run "
                       "`ds_report` to see why")
-    yield from _ops(extensions_root(ctx.environ))
+    yield from _ops(*op_folders(ctx.environ))
 
 
 def _accelerator(environ: Mapping[str, str]) -> str | None:
@@ -57,16 +62,9 @@ def _accelerator(environ: Mapping[str, str]) -> str | None:
     return lines[-1] if run.returncode == 0 and lines else None
 
 
-def _ops(root: Path) -> Iterator[CheckResult]:
-    built, locks = [], []
-    for folder in sorted(root.glob("py*_*/*")):
-        if not folder.is_dir():
-            continue
-        if any(folder.glob("*.so")):
-            built.append(folder.name)
-        lock = folder / "lock"
-        if lock.exists():
-            locks.append(lock)
+def _ops(root: Path, folders: list[Path]) -> Iterator[CheckResult]:
+    built = [folder.name for folder in folders if any(folder.glob("*.so"))]
+    locks = [folder / "lock" for folder in folders if (folder / "lock").exists()]
     detail = (f"built in {root}: {', '.join(built)}" if built else
               f"none built in {root} yet (DeepSpeed compiles each op on its first use: "
               "minutes)")

@@ -265,21 +265,27 @@ def test_deepspeed_its_accelerator_and_the_op_built_at_set_up() -> None:
     assert found[1].status == "ok" and "deepspeed_shm_comm" in found[1].detail, found[1]
 
 
-def test_a_lock_left_by_a_killed_op_build_fails_with_the_fix(tmp_path: Path) -> None:
+@pytest.mark.parametrize("place", ["TORCH_EXTENSIONS_DIR", "XDG_CACHE_HOME"])
+def test_a_lock_left_by_a_killed_op_build_fails_with_the_fix(tmp_path: Path, place: str) -> None:
+    """torch builds an op in $TORCH_EXTENSIONS_DIR/OP, or else in
+    $XDG_CACHE_HOME/torch_extensions/pyXY_BUILD/OP."""
     from distrun.doctor import deepspeed
 
-    op = tmp_path / "py311_cpu" / "fused_adam"
+    root = tmp_path if place == "TORCH_EXTENSIONS_DIR" else tmp_path / "torch_extensions"
+    op = root / "fused_adam" if place == "TORCH_EXTENSIONS_DIR" else (
+        root / "py311_cpu" / "fused_adam")
     op.mkdir(parents=True)
     (op / "fused_adam.so").write_bytes(b"")
     lock = op / "lock"
     lock.write_text("")
-    ctx = Context(environ={"TORCH_EXTENSIONS_DIR": str(tmp_path)})
-    found = list(deepspeed._ops(deepspeed.extensions_root(ctx.environ)))
+    environ = {place: str(tmp_path)}
+    found = list(deepspeed._ops(*deepspeed.op_folders(environ)))
     assert [(r.status, r.detail.split(":")[0]) for r in found] == [
-        ("ok", f"built in {tmp_path}"), ("warn", str(lock))]
+        ("ok", f"built in {root}"), ("warn", str(lock))]
+    assert found[0].detail.endswith(": fused_adam")
     old = lock.stat().st_mtime - deepspeed.STALE_AFTER - 60
     os.utime(lock, (old, old))
-    found = list(deepspeed._ops(deepspeed.extensions_root(ctx.environ)))
+    found = list(deepspeed._ops(*deepspeed.op_folders(environ)))
     assert found[1].status == "fail" and "waits on it forever" in found[1].detail
     assert found[1].hint == f"remove it (no build is running): rm {lock}"
 
