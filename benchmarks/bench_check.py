@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 
 JOB = """\
-import json, os, sys, time
+import gc, json, os, sys, time
 import torch, torch.distributed as dist, torch.nn as nn
 from torch.nn.parallel import DistributedDataParallel as DDP
 from torch.utils.data import DataLoader, TensorDataset
@@ -53,6 +53,8 @@ for x, y in loader:  # a step's time includes fetching its batch
 if dist.get_rank() == 0:
     torch.save(model.state_dict(), sys.argv[3])
     print("TIMES " + json.dumps(times))
+del ddp_model, optimizer
+gc.collect()  # free DDP's finished communication first: gloo can abort at exit
 dist.destroy_process_group()
 """
 

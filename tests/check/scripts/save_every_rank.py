@@ -1,4 +1,5 @@
 """Defect: every rank saves the checkpoint to the same file."""
+import gc
 import os
 
 import torch
@@ -34,8 +35,9 @@ def main():
         if writer == rank:
             torch.save(model.state_dict(), os.environ.get("OUT_PATH", "model.pt"))
         dist.barrier()
-    dist.destroy_process_group()
 
 
 if __name__ == "__main__":
     main()
+    gc.collect()  # free DDP's finished communication first: gloo can abort at exit
+    dist.destroy_process_group()
