@@ -35,7 +35,8 @@ from typing import Any
 
 import torch
 
-CHUNK = 1 << 22  # words of a tensor fingerprinted at a time
+from distrun.check.fingerprint import batch_fingerprint, fingerprint
+
 _SKIP_PREFIXES = tuple(os.path.join(path, "") for path in (
     os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
     os.path.dirname(os.path.abspath(torch.__file__)),
@@ -149,70 +150,6 @@ def user_site(depth: int = 2) -> str:
 
 
 # -- fingerprints ---------------------------------------------------------------------
-
-
-def fingerprint(tensor: torch.Tensor) -> str:
-    """Equal for equal bytes, different (but for a 2**-64 chance) otherwise: two position-
-    weighted sums of the tensor's words (4 bytes each where its size allows), computed
-    where the tensor lives (no copy to the host)."""
-    flat = tensor.detach().reshape(-1)
-    if flat.numel() == 0:
-        return f"{flat.dtype}:0"
-    try:
-        data = _words(flat.contiguous())
-    except RuntimeError:  # a tensor whose bytes cannot be viewed (quantized, sparse...)
-        return f"{flat.dtype}:{tuple(tensor.shape)}:?"
-    total = torch.zeros(2, dtype=torch.int64, device=data.device)
-    for start in range(0, data.numel(), CHUNK):
-        part = data[start:start + CHUNK].to(torch.int64)
-        index = torch.arange(start, start + part.numel(), device=data.device) * 2 + 1
-        part *= index
-        total[0] += part.sum()
-        total[1] += (part * index).sum()
-    first, second = total.tolist()
-    return f"{flat.dtype}:{tuple(tensor.shape)}:{first:x}:{second:x}"
-
-
-def _words(flat: torch.Tensor) -> torch.Tensor:
-    """A contiguous tensor's bytes as the widest integers that divide its size."""
-    data = flat.view(torch.uint8)
-    for dtype in (torch.int32, torch.int16):
-        if data.numel() % dtype.itemsize == 0:
-            try:
-                return data.view(dtype)
-            except RuntimeError:  # an offset not aligned to the word
-                continue
-    return data
-
-
-def batch_fingerprint(batch: object) -> tuple[str, int | None]:
-    """A batch's fingerprint (tensors, numbers, strings, in lists, tuples, dicts) and its
-    size (the first tensor's first dimension)."""
-    parts: list[str] = []
-    size: list[int] = []
-
-    def walk(obj: object) -> None:
-        if isinstance(obj, torch.Tensor):
-            parts.append(fingerprint(obj))
-            if obj.dim() and not size:
-                size.append(int(obj.shape[0]))
-        elif isinstance(obj, dict):
-            for key in sorted(obj, key=str):
-                parts.append(str(key))
-                walk(obj[key])
-        elif isinstance(obj, (list, tuple)):
-            for item in obj:
-                walk(item)
-        elif isinstance(obj, (str, int, float, bool)) or obj is None:
-            parts.append(repr(obj))
-        else:
-            parts.append(type(obj).__name__)
-
-    walk(batch)
-    return "|".join(parts), (size[0] if size else None)
-
-
-# -- optimizer steps: parameters ------------------------------------------------------
 
 
 def _after_step(optimizer: torch.optim.Optimizer, _args: object, _kwargs: object) -> None:
