@@ -118,7 +118,7 @@ def check(parsed: Parsed, world_size: int | None = None) -> list[Problem]:
         problems.append(Problem(parsed.trailing_commas[0], "", (
             "trailing comma(s): accepted by DeepSpeed's hjson reader, refused by JSON tools"),
             "warning"))
-    problems += _duplicates(root, "")
+    problems += _duplicates(root)
     problems += _autos(root)
     problems += _keys(root)
     top = {m.key: m for m in root.value}
@@ -141,24 +141,18 @@ def _walk(node: Node, prefix: str) -> Iterator[tuple[str, Member]]:
             yield from _walk(item, f"{prefix}{index}.")
 
 
-def _duplicates(root: Node, prefix: str) -> list[Problem]:
+def _duplicates(root: Node) -> list[Problem]:
+    objects = [("", root), *((f"{path}.", member.node) for path, member in _walk(root, "")
+                             if member.node.kind == "object")]
     found = []
-    for path, member in _walk(root, prefix):
-        if member.node.kind == "object":
-            seen: dict[str, int] = {}
-            for child in member.node.value:
-                if child.key in seen:
-                    found.append(Problem(child.line, f"{path}.{child.key}", (
-                        f"`{child.key}` is given twice (also line {seen[child.key]}): "
-                        "DeepSpeed refuses a config with a duplicate key")))
-                seen.setdefault(child.key, child.line)
-    seen_top: dict[str, int] = {}
-    for member in root.value:
-        if member.key in seen_top:
-            found.append(Problem(member.line, member.key, (
-                f"`{member.key}` is given twice (also line {seen_top[member.key]}): DeepSpeed "
-                "refuses a config with a duplicate key")))
-        seen_top.setdefault(member.key, member.line)
+    for prefix, node in objects:
+        seen: dict[str, int] = {}
+        for child in node.value:
+            if child.key in seen:
+                found.append(Problem(child.line, f"{prefix}{child.key}", (
+                    f"`{child.key}` is given twice (also line {seen[child.key]}): DeepSpeed "
+                    "refuses a config with a duplicate key")))
+            seen.setdefault(child.key, child.line)
     return found
 
 
