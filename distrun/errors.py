@@ -7,6 +7,7 @@ Exit codes (documented in the README):
   1  `convert --check` found work to do; a launched job failed
   2  bad input: missing or unreadable file, not Python, syntax error, bad option
   3  `launch --check` found a problem in the distributed script (the job itself succeeded)
+  4  `convert` left the script unconverted: it does what the target cannot convert safely
   70 internal error: a bug in distrun (DISTRUN_DEBUG=1 shows the traceback)
 """
 
@@ -17,6 +18,7 @@ EXIT_FOUND_WORK = 1
 EXIT_JOB_FAILED = 1
 EXIT_BAD_INPUT = 2
 EXIT_CHECK_FOUND = 3
+EXIT_NOT_CONVERTED = 4
 EXIT_INTERNAL = 70
 
 

@@ -73,17 +73,26 @@ def same_file(a: str, b: str) -> bool:
         return False
 
 
-def write_atomic(target: str, data: bytes, like: str | None = None, backup: bool = False,
-                 force: bool = False) -> None:
-    """Write `data` to `target` atomically; keep an existing target as TARGET.orig if `backup`."""
+def needs_writing(target: str, data: bytes, force: bool = False) -> bool:
+    """False when `target` already holds `data`; InputError when it cannot or may not be
+    replaced (a folder, or another content without `force`)."""
     t = Path(target)
     if t.is_dir():
         raise InputError(f"{target}: is a directory", "give a file name with -o")
     if t.exists() and not force:
         if t.read_bytes() == data:
-            return
+            return False
         raise InputError(f"{target} already exists", "pass --force to replace it "
                          f"(the old one is kept as {target}.orig), or choose another -o")
+    return True
+
+
+def write_atomic(target: str, data: bytes, like: str | None = None, backup: bool = False,
+                 force: bool = False) -> None:
+    """Write `data` to `target` atomically; keep an existing target as TARGET.orig if `backup`."""
+    t = Path(target)
+    if not needs_writing(target, data, force):
+        return
     backup_path = Path(f"{target}.orig")
     if backup and t.exists() and backup_path.exists():
         raise InputError(f"{backup_path} already exists: refusing to replace an earlier backup",

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import click
 
 from distrun.convert.options import OPTIONS, options_from
-from distrun.errors import EXIT_FOUND_WORK, EXIT_OK, InputError
+from distrun.errors import EXIT_FOUND_WORK, EXIT_NOT_CONVERTED, EXIT_OK, InputError
 
 if TYPE_CHECKING:
     from distrun.convert.report import ConvertResult
@@ -24,7 +24,8 @@ def convert_options(command: F) -> F:
                                    help=option.help)(command)
         else:
             command = click.option(option.flag, option.field, type=click.Choice(option.choices),
-                                   default=option.default, show_default=True,
+                                   default=option.default,
+                                   show_default=option.default is not None,
                                    help=option.help)(command)
     return command
 
@@ -66,6 +67,8 @@ def convert(script: str, output: str | None, in_place: bool, no_backup: bool, sh
       1  --check: the script needs converting
       2  bad input: missing, empty or binary file, not Python 3, syntax error,
          OUT would overwrite SCRIPT, OUT cannot be written
+      4  not converted: the script does what the target cannot convert safely
+         (starts its own processes; for DeepSpeed: see the report), nothing written
     \b
     Examples:
       distrun convert train.py                 # writes train_ddp.py
@@ -88,7 +91,10 @@ def convert(script: str, output: str | None, in_place: bool, no_backup: bool, sh
     if no_backup and not in_place:
         raise InputError("--no-backup only makes sense with --in-place")
 
-    options = options_from(chosen)
+    try:
+        options = options_from(chosen)
+    except ValueError as err:
+        raise InputError(str(err), "add --to deepspeed, or leave the option out") from None
     if script.endswith(".ipynb"):
         from distrun.cli.convert_notebook import convert_notebook_command
 
@@ -115,15 +121,40 @@ def convert(script: str, output: str | None, in_place: bool, no_backup: bool, sh
         pass
     elif output == "-":
         click.echo(result.output, nl=False)  # unchanged scripts too: `-o - > x.py` works
+    elif result.status == "unsupported":
+        pass  # the reason is in the report; a copy of the script would only mislead
     elif result.changed or output is not None:  # an explicit OUT always holds the result
         target_file = script if in_place else (output or default_output(script, options.target))
+        beside = write_beside(result.files, target_file, force or in_place, check_only=True)
         write_atomic(target_file, source.encode(result.output), like=script,
                      backup=(in_place and not no_backup) or force, force=force or in_place)
-        written = target_file
+        write_beside(result.files, target_file, force or in_place)
+        written = target_file + "".join(f" (and {name})" for name in beside)
 
     if show_diff:
         click.echo(render.unified_diff(result.source, result.output, script), nl=False)
     return show_report(result, script, written, report_format, report_to_stderr, check)
+
+
+def write_beside(files: Mapping[str, str], output: str, force: bool,
+                 check_only: bool = False) -> list[str]:
+    """Write the files a conversion makes besides the script (ds_config.json) into the
+    output's folder; an existing different one is replaced only with `force`, and kept as
+    FILE.orig. `check_only`: raise if one may not be written, write nothing. The paths."""
+    from pathlib import Path
+
+    from distrun.files import needs_writing, write_atomic
+
+    paths = []
+    for name, text in files.items():
+        path = str(Path(output).parent / name)
+        data = text.encode()
+        if check_only:
+            needs_writing(path, data, force)
+        else:
+            write_atomic(path, data, backup=force and Path(path).exists(), force=force)
+        paths.append(path)
+    return paths
 
 
 def show_report(result: ConvertResult, script: str, written: str | None, report_format: str,
@@ -140,4 +171,6 @@ def show_report(result: ConvertResult, script: str, written: str | None, report_
         if text:
             click.echo(text, err=to_stderr)
         click.echo(render.summary(result, script, written), err=to_stderr)
+    if result.status == "unsupported":
+        return EXIT_NOT_CONVERTED
     return EXIT_FOUND_WORK if check and result.changed else EXIT_OK

@@ -16,7 +16,7 @@ def convert_notebook_command(script: str, output: str | None, in_place: bool,
                              show_diff: bool, check: bool, force: bool, report_format: str,
                              options: ConvertOptions) -> int:
     from distrun.cli import render
-    from distrun.cli.convert import show_report
+    from distrun.cli.convert import show_report, write_beside
     from distrun.convert import convert_source
     from distrun.convert.notebook import script_from_notebook
     from distrun.convert.report import Finding
@@ -52,13 +52,15 @@ def convert_notebook_command(script: str, output: str | None, in_place: bool,
             "run it yourself before launching" if shell else ""))
     written: str | None = None
     stream = output == "-" or show_diff
-    if check or show_diff:
+    if check or show_diff or result.status == "unsupported":
         pass
     elif output == "-":
         click.echo(result.output, nl=False)
     elif result.changed or output is not None:
         target = output or str(default)
+        write_beside(result.files, target, force, check_only=True)
         write_atomic(target, result.output.encode(), backup=force, force=force)
+        write_beside(result.files, target, force)
         written = target
     if show_diff:
         click.echo(render.unified_diff(notebook.text, result.output,

@@ -51,7 +51,7 @@ def summary(result: ConvertResult, filename: str, written: str | None) -> str:
     if result.status == "already-distributed":
         return f"{filename}: already distributed, nothing to do"
     if result.status == "unsupported":
-        return f"{filename}: not converted (see the warning above)"
+        return f"{filename}: not converted, nothing written (the reason is above)"
     if not result.changed:
         return f"{filename}: nothing to convert"
     where = f" -> {written}" if written else ""

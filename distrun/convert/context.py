@@ -22,6 +22,7 @@ from distrun.convert.flow import Flow
 from distrun.convert.models import Model
 from distrun.convert.names import Names
 from distrun.convert.options import ConvertOptions
+from distrun.convert.report import Finding
 
 
 @dataclass(frozen=True)
@@ -66,11 +67,26 @@ class Context:
     loaders_to_prepare: list[LoaderToPrepare] = field(default_factory=list)  # data -> model
     eval_loaders: list[EvalLoader] = field(default_factory=list)  # data -> evaluation
     setup_lines: list[str] = field(default_factory=list)  # any -> setup: code it appends
+    train_loaders: list[cst.Call] = field(default_factory=list)  # data -> deepspeed
+    files: dict[str, str] = field(default_factory=dict)  # written beside the output
+    refusal: tuple[Finding, ModuleInfo] | None = None  # why nothing may be converted
     _flow: Flow | None = field(default=None, repr=False)
 
     @property
     def accelerate(self) -> bool:
         return self.options.target == "accelerate"
+
+    @property
+    def deepspeed(self) -> bool:
+        return self.options.target == "deepspeed"
+
+    def refuse(self, node: cst.CSTNode | None, message: str, fix: str) -> None:
+        """Convert nothing: what is at `node` cannot be converted safely (the first
+        reason found is kept)."""
+        if self.refusal is None:
+            where = self.facts.module_of(node) if node is not None else self.facts.entry
+            line = self.facts.line(node) if node is not None else 1
+            self.refusal = (Finding(line, "deepspeed", "error", message, fix), where)
 
     def need(self, *keys: str, at: cst.CSTNode | None = None) -> None:
         """The module of `at` (default: the entry script) needs these imports (keys of

@@ -36,6 +36,7 @@ IMPORTS: dict[str, Import] = {
                       "from torch.utils.data.distributed import DistributedSampler as {name}",
                       "sampler"),
     "accelerator": Import("accelerate.Accelerator", "from accelerate import Accelerator", None),
+    "deepspeed": Import("deepspeed", "import deepspeed", None),
 }
 
 

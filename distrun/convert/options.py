@@ -12,17 +12,19 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 Amp = Literal["keep", "fp16", "bf16", "none"]
-Target = Literal["ddp", "accelerate"]
+Target = Literal["ddp", "accelerate", "deepspeed"]
 
 
 @dataclass(frozen=True)
 class ConvertOptions:
-    target: Target = "ddp"  # plain torch DDP, or Hugging Face accelerate
+    target: Target = "ddp"  # plain torch DDP, Hugging Face accelerate, or DeepSpeed
     amp: Amp = "keep"  # keep: leave mixed precision as it is (deprecated forms modernised)
     sync_bn: bool = False  # BatchNorm -> SyncBatchNorm on GPU
     scale_lr: bool = False  # learning rate x WORLD_SIZE (linear scaling rule)
     grad_accum_no_sync: bool = False  # no all-reduce on micro-steps that do not step
     eval_shard: bool = False  # shard evaluation loaders, all-reduce the loop's sums
+    zero: int = 2  # deepspeed: the ZeRO stage
+    offload_optimizer: str = "none"  # deepspeed: "cpu" keeps the optimizer's state in RAM
 
 
 @dataclass(frozen=True)
@@ -33,7 +35,8 @@ class Option:
     field: str  # the ConvertOptions field it sets
     help: str
     choices: tuple[str, ...] = ()  # a choice of words; none: an on/off flag
-    default: str | None = None  # the word chosen when the option is not given
+    default: str | None = None  # the word chosen when the option is not given (None:
+    # the field's own default, and the option counts as not given)
     values: tuple[Any, ...] = ()  # the field's value for each choice (default: the word)
 
     @property
@@ -46,8 +49,9 @@ class Option:
 
 
 OPTIONS: tuple[Option, ...] = (
-    Option("--to", "target", "Plain torch DistributedDataParallel, or Hugging Face "
-           "accelerate.", ("ddp", "accelerate"), "ddp"),
+    Option("--to", "target", "Plain torch DistributedDataParallel, Hugging Face accelerate, "
+           "or DeepSpeed (ZeRO; writes ds_config.json beside the output).",
+           ("ddp", "accelerate", "deepspeed"), "ddp"),
     Option("--amp", "amp", "Mixed precision: keep the script's (deprecated torch.cuda.amp "
            "forms modernised), add fp16 / bf16 autocast, or remove it.",
            ("keep", "fp16", "bf16", "none"), "keep"),
@@ -57,6 +61,11 @@ OPTIONS: tuple[Option, ...] = (
     Option("--eval", "eval_shard", "Evaluation: every rank evaluates the full set, or each a "
            "shard with the sums all-reduced (both exact).", ("full", "shard"), "full",
            (False, True)),
+    Option("--zero", "zero", "With --to deepspeed: the ZeRO stage (1: optimizer state "
+           "sharded, 2: gradients too) [default: 2].", ("1", "2"), None, (1, 2)),
+    Option("--offload-optimizer", "offload_optimizer", "With --to deepspeed: keep the "
+           "optimizer's state and step on the CPU (ZeRO-Offload) [default: none].",
+           ("none", "cpu"), None),
     Option("--grad-accum-no-sync", "grad_accum_no_sync", "Skip the gradient all-reduce on "
            "micro-batches that do not step the optimizer (model.no_sync())."),
 )
@@ -72,9 +81,14 @@ def options_from(given: dict[str, Any]) -> ConvertOptions:
             values[option.field] = bool(raw)
         else:
             word = raw if raw is not None else option.default
-            assert word is not None
-            values[option.field] = option.value(word)
-    return ConvertOptions(**values)
+            if word is not None:
+                values[option.field] = option.value(word)
+    options = ConvertOptions(**values)
+    deepspeed_only = [o.flag for o in OPTIONS if o.field in ("zero", "offload_optimizer")
+                      and given.get(o.field) is not None]
+    if deepspeed_only and options.target != "deepspeed":
+        raise ValueError(f"{' and '.join(deepspeed_only)} only apply to --to deepspeed")
+    return options
 
 
 def parse_words(words: Sequence[str]) -> ConvertOptions:

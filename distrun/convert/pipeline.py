@@ -31,15 +31,13 @@ def run(modules: list[ModuleInfo], options: ConvertOptions) -> list[ConvertResul
     if stopped is not None and stopped[0] == "already-distributed" and local_rank_option(facts):
         stopped, pipeline = None, (halfdone.COMPLETE,)  # written for the old launcher
     if stopped is not None:
-        why, finding, where = stopped
-        return [ConvertResult(m.module.code, m.module.code,
-                              why if m is where or m.is_entry else "nothing-to-do",
-                              findings=[finding] if m is where else [])
-                for m in facts.modules]
+        return _unchanged(facts, *stopped)
     ctx = Context(facts, Plan(facts), _names(facts), options)
     for transform in pipeline:
         if transform.applies(options):
             transform.run(ctx)
+    if ctx.refusal is not None:
+        return _unchanged(facts, "unsupported", *ctx.refusal)
     results = []
     for info in facts.modules:
         tree = apply(ctx.plan, info)
@@ -48,8 +46,18 @@ def run(modules: list[ModuleInfo], options: ConvertOptions) -> list[ConvertResul
             output = library.complete(ctx, info, tree).code
         report = ctx.plan.report(info)
         status: Status = "converted" if output != source or info.is_entry else "nothing-to-do"
-        results.append(ConvertResult(source, output, status, report.changes, report.findings))
+        results.append(ConvertResult(source, output, status, report.changes, report.findings,
+                                     files=ctx.files if info.is_entry else {}))
     return results
+
+
+def _unchanged(facts: Facts, why: Status, finding: Finding, where: ModuleInfo
+               ) -> list[ConvertResult]:
+    """Every module as it is; `why` and `finding` on `where` (the entry has `why` too)."""
+    return [ConvertResult(m.module.code, m.module.code,
+                          why if m is where or m.is_entry else "nothing-to-do",
+                          findings=[finding] if m is where else [])
+            for m in facts.modules]
 
 
 def _names(facts: Facts) -> Names:

@@ -41,6 +41,7 @@ class ConvertResult:
     status: Status
     changes: list[Change] = field(default_factory=list)
     findings: list[Finding] = field(default_factory=list)
+    files: dict[str, str] = field(default_factory=dict)  # name -> text, beside the output
 
     @property
     def changed(self) -> bool:

@@ -1,6 +1,6 @@
 """Before/after fixtures: tests/convert/fixtures/<rule>/<case>.py is converted and must
 give <case>.out.py exactly, with the report <case>.report (one `line: rule: message`
-per change or finding). Reviewers read a rewrite as a diff of real code.
+per change or finding) and the files written beside it (<case>.ds_config.json). Reviewers read a rewrite as a diff of real code.
 
 Regenerate after an intended change with DISTRUN_UPDATE_FIXTURES=1, then review the diff.
 """
@@ -47,6 +47,11 @@ def test_fixture_converts_to_expected_output(case: Path) -> None:
         expected_report.write_text(report)
     assert result.output == expected_out.read_text()
     assert report == expected_report.read_text()
+    for name, text in result.files.items():  # golden files written beside the output
+        golden = case.with_suffix(f".{name}")
+        if UPDATE:
+            golden.write_text(text)
+        assert text == golden.read_text(), name
 
 
 @pytest.mark.parametrize("case", CASES, ids=_ids)

@@ -120,7 +120,8 @@ def _optimizer_near(ctx: Context, stmt: cst.CSTNode) -> str | None:
     return None
 
 
-TRANSFORM = Transform("amp", plan_amp, lambda options: options.amp != "none")
+TRANSFORM = Transform("amp", plan_amp, lambda options: options.amp != "none"
+                      and options.target != "deepspeed")
 
 
 _AUTOCAST = ("torch.autocast", "torch.amp.autocast", "torch.cuda.amp.autocast",
@@ -133,6 +134,8 @@ def remove_amp(ctx: Context) -> None:
     scaler.scale(loss).backward() -> loss.backward(), scaler.step(opt) -> opt.step(),
     scaler.update() / scaler.unscale_(opt) removed."""
     facts, plan = ctx.facts, ctx.plan
+    why = "DeepSpeed sets the precision from ds_config.json" \
+        if ctx.deepspeed else "--amp none"
     scalers: set[str] = set()
     _drop_cuda_amp_imports(ctx)
     for call in facts.calls:
@@ -142,11 +145,11 @@ def remove_amp(ctx: Context) -> None:
             with_stmt = facts.parent.get(parent)
             if isinstance(with_stmt, cst.With) and len(with_stmt.items) == 1:
                 plan.rewrite(with_stmt, _unwrap_with)
-                plan.change(with_stmt, "amp", "autocast removed (--amp none): full precision")
+                plan.change(with_stmt, "amp", f"autocast removed ({why}): full precision")
         elif name in _SCALERS and isinstance(parent, cst.Assign):
             scalers |= {c for t in parent.targets if (c := dotted(t.target))}
             plan.remove(parent)
-            plan.change(call, "amp", "GradScaler removed (--amp none)")
+            plan.change(call, "amp", f"GradScaler removed ({why})")
     for call in facts.calls:
         func = call.func
         if not isinstance(func, cst.Attribute):
@@ -165,7 +168,9 @@ def remove_amp(ctx: Context) -> None:
                          "remove the GradScaler's state from checkpoints")
 
 
-REMOVE = Transform("amp-none", remove_amp, lambda options: options.amp == "none")
+# DeepSpeed: mixed precision is the config's (`--amp` sets it there).
+REMOVE = Transform("amp-none", remove_amp, lambda options: options.amp == "none"
+                   or options.target == "deepspeed")
 
 
 def _unwrap_with(node: cst.CSTNode) -> cst.FlattenSentinel[cst.BaseStatement]:

@@ -197,6 +197,7 @@ def _add_sampler(ctx: Context, call: cst.Call, why: str) -> bool:
                      "shard it, so it was left as it is", "shard inside the dataset's __iter__ "
                      "(see the IterableDataset warning)")
         return False
+    ctx.train_loaders.append(call)
     if ctx.accelerate:
         parent = facts.parent.get(call)
         name = None

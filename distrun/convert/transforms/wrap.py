@@ -56,10 +56,11 @@ def plan_wraps(ctx: Context, model: Model) -> None:
 
 
 def _ddp_name(ctx: Context, home: Home) -> str:
+    base = f"{home.name}_engine" if ctx.deepspeed else f"ddp_{home.name}"
     if home.kind == "name":
-        return ctx.names.fresh(f"ddp_{home.name}")
+        return ctx.names.fresh(base)
     taken = {p.code for p in ctx.flow.places() if p.scope is home.scope}
-    name = f"ddp_{home.name}"
+    name = base
     while f"self.{name}" in taken:
         name = f"{name}_"
     return name
@@ -314,6 +315,14 @@ def _insert(ctx: Context, model: Model, home: Home, ddp: str, anchor: cst.CSTNod
                      "rank keeps its own BatchNorm statistics", severity="info")
     if ctx.accelerate:
         new.append(_prepare(ctx, model, target, name, anchor, after))
+    elif ctx.deepspeed:
+        from distrun.convert.transforms.deepspeed import initialize
+
+        found = initialize(ctx, model, home, target, name, anchor, after)
+        if found is None:
+            return
+        new.append(found[0])
+        anchor, after = found[1], found[2]
     else:
         new.append(statement(f"{target} = {n.ddp}({inner}, device_ids=[{n.local_rank}] "
                              f"if torch.cuda.is_available() else None)\n"))
@@ -322,7 +331,8 @@ def _insert(ctx: Context, model: Model, home: Home, ddp: str, anchor: cst.CSTNod
         plan.insert_after(anchor, new)
     else:
         plan.insert_before(anchor, new)
-    what = "accelerate's DDP object" if ctx.accelerate else "DistributedDataParallel object"
+    what = ("accelerate's DDP object" if ctx.accelerate else "DeepSpeed engine" if ctx.deepspeed
+            else "DistributedDataParallel object")
     plan.change(anchor, "model", f"`{target}`: the {what} of `{name}` (on its device); the "
                 f"training forward passes call it, every other use of `{name}` stays on the "
                 "model itself")

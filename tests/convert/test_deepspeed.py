@@ -1,0 +1,210 @@
+"""`convert --to deepspeed`: what it refuses (and why), the config it writes, the CLI.
+
+The rewrites themselves are fixtures (fixtures/deepspeed/); the proof that the result
+trains like the original is end to end (tests/e2e/test_deepspeed_equivalence.py).
+"""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from distrun.config import deepspeed as ds_checker
+from distrun.convert import ConvertOptions, convert_source
+from distrun.errors import EXIT_BAD_INPUT, EXIT_NOT_CONVERTED, EXIT_OK
+from tests.conftest import distrun
+
+DEEPSPEED = ConvertOptions(target="deepspeed")
+FIXTURES = Path(__file__).parent / "fixtures" / "deepspeed"
+
+HEAD = """
+import torch
+import torch.nn as nn
+from torch.utils.data import DataLoader, TensorDataset
+
+model = nn.Linear(2, 1)
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+loader = DataLoader(TensorDataset(torch.randn(8, 2), torch.randn(8, 1)), batch_size=4, shuffle=True)
+"""
+PLAIN_LOOP = """
+for x, y in loader:
+    loss = nn.functional.mse_loss(model(x), y)
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+"""
+
+
+def convert(body: str, options: ConvertOptions = DEEPSPEED):  # type: ignore[no-untyped-def]
+    return convert_source(textwrap.dedent(HEAD) + textwrap.dedent(body), "t.py", options)
+
+
+@pytest.mark.parametrize(("body", "line", "says"), [
+    ("""
+     for i, (x, y) in enumerate(loader):
+         loss = nn.functional.mse_loss(model(x), y) / 2
+         loss.backward()
+         if (i + 1) % 2 == 0:
+             optimizer.step()
+             optimizer.zero_grad()
+     """, 14, "steps under a condition"),
+    ("""
+     for x, y in loader:
+         loss = nn.functional.mse_loss(model(x), y)
+         loss.backward()
+         torch.nn.utils.clip_grad_value_(model.parameters(), 0.1)
+         optimizer.step()
+     """, 13, "clips only by the gradients' global 2-norm"),
+    ("""
+     import sys
+     for x, y in loader:
+         loss = nn.functional.mse_loss(model(x), y)
+         loss.backward()
+         torch.nn.utils.clip_grad_norm_(model.parameters(), float(sys.argv[1]))
+         optimizer.step()
+     """, 14, "max_norm is not a constant"),
+    ("""
+     for x, y in loader:
+         loss = nn.functional.mse_loss(model(x), y)
+         loss.backward()
+         norm = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+         optimizer.step()
+     """, 13, "get_global_grad_norm"),
+    ('optimizer.load_state_dict(torch.load("ckpt.pt")["optimizer"])\n' + PLAIN_LOOP, 9,
+     "engine.load_checkpoint"),
+    ("""
+     scaler = torch.cuda.amp.GradScaler()
+     for x, y in loader:
+         with torch.autocast("cuda"):
+             loss = nn.functional.mse_loss(model(x), y)
+         scaler.scale(loss).backward()
+         scaler.step(optimizer)
+         scaler.update()
+     """, 10, "--amp fp16, --amp bf16 or --amp none"),
+    ("""
+     critic = nn.Linear(1, 1)
+     critic_opt = torch.optim.SGD(critic.parameters(), lr=0.1)
+     for x, y in loader:
+         loss = critic(model(x)).mean()
+         loss.backward()
+         optimizer.step()
+         critic_opt.step()
+     """, 11, "one model trained by one optimizer: 2 found"),
+])
+def test_what_deepspeed_cannot_take_leaves_the_script_unchanged(body: str, line: int,
+                                                               says: str) -> None:
+    result = convert(body)
+    assert result.status == "unsupported"
+    assert result.output == result.source and not result.files
+    [finding] = result.findings
+    assert finding.severity == "error" and finding.line == line, finding
+    assert says in finding.message + finding.fix
+
+
+def test_the_same_scripts_convert_to_ddp() -> None:
+    """What DeepSpeed refuses is the target's limit, not the script's fault."""
+    result = convert("""
+     for i, (x, y) in enumerate(loader):
+         loss = nn.functional.mse_loss(model(x), y) / 2
+         loss.backward()
+         if (i + 1) % 2 == 0:
+             optimizer.step()
+     """, ConvertOptions())
+    assert result.status == "converted"
+
+
+@pytest.mark.parametrize(("options", "key", "value"), [
+    (DEEPSPEED, "zero_optimization", {"stage": 2}),
+    (ConvertOptions(target="deepspeed", zero=1), "zero_optimization", {"stage": 1}),
+    (ConvertOptions(target="deepspeed", offload_optimizer="cpu"), "zero_optimization",
+     {"stage": 2, "offload_optimizer": {"device": "cpu"}}),
+    (ConvertOptions(target="deepspeed", amp="fp16"), "fp16", {"enabled": True}),
+    (ConvertOptions(target="deepspeed", amp="bf16"), "bf16", {"enabled": True}),
+    (DEEPSPEED, "train_micro_batch_size_per_gpu", 4),
+    (DEEPSPEED, "gradient_clipping", 0.0),
+    (DEEPSPEED, "zero_allow_untested_optimizer", True),
+])
+def test_config_values(options: ConvertOptions, key: str, value: object) -> None:
+    config = json.loads(convert(PLAIN_LOOP, options).files["ds_config.json"])
+    assert config[key] == value
+    assert "auto" not in json.dumps(config)
+
+
+@pytest.mark.parametrize(("batch", "expected"), [
+    ('int(os.environ.get("BATCH", "24"))', 24),
+    ("BATCH", 12),
+    ("args.batch_size", 48),
+])
+def test_micro_batch_read_from_the_script(batch: str, expected: int) -> None:
+    source = textwrap.dedent(f"""
+        import argparse, os
+        import torch
+        from torch.utils.data import DataLoader, TensorDataset
+        BATCH = 12
+        parser = argparse.ArgumentParser()
+        parser.add_argument("--batch-size", type=int, default=48)
+        args = parser.parse_args()
+        model = torch.nn.Linear(2, 1)
+        optimizer = torch.optim.Adam(model.parameters())
+        loader = DataLoader(TensorDataset(torch.randn(8, 2)), batch_size={batch}, shuffle=True)
+        for (x,) in loader:
+            loss = model(x).sum()
+            loss.backward()
+            optimizer.step()
+        """)
+    result = convert_source(source, "t.py", DEEPSPEED)
+    config = json.loads(result.files["ds_config.json"])
+    assert config["train_micro_batch_size_per_gpu"] == expected
+    assert "zero_allow_untested_optimizer" not in config  # Adam is one ZeRO tests
+    assert '"--local_rank", "--local-rank"' in result.output
+
+
+@pytest.mark.parametrize("golden", sorted(FIXTURES.glob("*.ds_config.json")), ids=lambda p: p.stem)
+def test_written_configs_pass_distruns_own_deepspeed_checks(golden: Path) -> None:
+    config = ds_checker.load(str(golden), world_size=2)
+    assert not [p for p in config.problems if p.severity == "error"], config.problems
+
+
+def test_cli_writes_the_config_beside_the_output(tmp_path: Path) -> None:
+    script = tmp_path / "train.py"
+    script.write_text(textwrap.dedent(HEAD) + textwrap.dedent(PLAIN_LOOP))
+    out = tmp_path / "out"
+    out.mkdir()
+    result = distrun("convert", str(script), "--to", "deepspeed", "-o", str(out / "t.py"))
+    assert result.returncode == EXIT_OK, result.stderr
+    assert json.loads((out / "ds_config.json").read_text())["zero_optimization"]["stage"] == 2
+    assert "(and " in result.stdout and "ds_config.json" in result.stdout
+    # A different ds_config.json is never replaced without --force (nothing written).
+    (out / "ds_config.json").write_text("{}\n")
+    (out / "t.py").unlink()
+    again = distrun("convert", str(script), "--to", "deepspeed", "--zero", "1",
+                    "-o", str(out / "t.py"))
+    assert again.returncode == EXIT_BAD_INPUT and "--force" in again.stderr
+    assert not (out / "t.py").exists() and (out / "ds_config.json").read_text() == "{}\n"
+    forced = distrun("convert", str(script), "--to", "deepspeed", "--zero", "1", "--force",
+                     "-o", str(out / "t.py"))
+    assert forced.returncode == EXIT_OK, forced.stderr
+    assert (out / "ds_config.json.orig").read_text() == "{}\n"
+    assert json.loads((out / "ds_config.json").read_text())["zero_optimization"]["stage"] == 1
+
+
+def test_cli_refusal_exits_4_and_writes_nothing(tmp_path: Path) -> None:
+    script = tmp_path / "train.py"
+    script.write_text(textwrap.dedent(HEAD) + "optimizer.load_state_dict({})\n"
+                      + textwrap.dedent(PLAIN_LOOP))
+    result = distrun("convert", str(script), "--to", "deepspeed", "-o", str(tmp_path / "o.py"))
+    assert result.returncode == EXIT_NOT_CONVERTED
+    assert "train.py:9: error:" in result.stdout and "not converted" in result.stdout
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["train.py"]
+
+
+def test_deepspeed_options_need_the_deepspeed_target(tmp_path: Path) -> None:
+    script = tmp_path / "train.py"
+    script.write_text(textwrap.dedent(HEAD) + textwrap.dedent(PLAIN_LOOP))
+    result = distrun("convert", str(script), "--zero", "1")
+    assert result.returncode == EXIT_BAD_INPUT
+    assert "--zero only apply to --to deepspeed" in result.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["train.py"]
