@@ -23,7 +23,7 @@ PORT_MIN, PORT_MAX = 1, 65535
 MAX_NODES = 65536
 MAX_NPROC = 4096
 TIMEOUT_MIN = 0.001  # seconds; --timeout must be positive
-LAUNCHERS = ("torchrun", "accelerate")
+LAUNCHERS = ("torchrun", "accelerate", "deepspeed")
 MIXED_PRECISION = ("no", "fp16", "bf16")
 # static and c10d only: every other part of distrun (is_host, --local-addr, rdzv.conf,
 # the shared-store fix, the exports) is written for c10d, and torch has deprecated etcd.
@@ -263,6 +263,11 @@ def across(plan: Plan, naming: Naming = KEYS) -> list[Verdict]:
         found.append(Verdict("launcher", f"accelerate cannot run an elastic job ({n('nnodes')} "
                              "MIN:MAX)", f"use {n('launcher')} torchrun, or a fixed "
                              f"{n('nnodes')}"))
+    if plan.launcher == "deepspeed" and not static:
+        found.append(Verdict("launcher", "the deepspeed launcher has no rendezvous: every node "
+                             f"is started with node 0's address and its own {n('node_rank')}",
+                             f"leave out {n('rdzv.endpoint')}, and {n.verb} "
+                             f"{n('master_addr')} HOST and {n('node_rank')} on each node"))
     if static and not 0 <= plan.node_rank < high:
         found.append(Verdict("node_rank", f"{n('node_rank')} {plan.node_rank} is outside "
                              f"0..{high - 1}", f"with {n('nnodes')} {high} each node gets a "

@@ -10,6 +10,7 @@ is ever run for the check.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -237,10 +238,18 @@ def _int(value: object) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
+# What libraries print on every rank by design: DeepSpeed's logger ("[2026-11-23
+# 05:56:58,470] [WARNING] [engine.py:2304:...]") and its op loader. Not the script's.
+_LIBRARY = re.compile(r"^\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d+\] \[[A-Z]+\] \[[\w./-]+:\d+:"
+                      r"|^DeepSpeed .* built successfully$|^Using \S+ as PyTorch extensions root"
+                      r"|^Loading extension module |^Time to load \S+ op: ")
+
+
 def duplicate_output(lines: dict[str, tuple[str, set[int]]], nproc: int) -> Finding | None:
     """Lines of standard output printed by more than one local rank (decimal numbers
-    aside: each rank's loss differs)."""
-    repeated = [(text, ranks) for text, ranks in lines.values() if len(ranks) > 1]
+    aside: each rank's loss differs; library log lines aside)."""
+    repeated = [(text, ranks) for text, ranks in lines.values()
+                if len(ranks) > 1 and not _LIBRARY.search(text)]
     if nproc < 2 or not repeated:
         return None
     text, ranks = repeated[0]

@@ -7,6 +7,7 @@ The error itself is in the rank's stderr log under `--log-dir`.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -51,6 +52,26 @@ def parse_failures(agent_output: str) -> list[Failure]:
             exit_code=int(match["code"]), root_cause=root_at != -1 and match.start() > root_at,
         ))
     failures.sort(key=lambda f: (not f.root_cause, f.rank))
+    return failures
+
+
+def exit_records(log_dir: str) -> list[Failure]:
+    """The failed workers of a DeepSpeed-launched job, from the exit.json each worker's
+    wrapper (`distrun.launch.rankrun`) wrote: the first to fail on its own is the root
+    cause; those the launcher stopped after it come next."""
+    records = []
+    for path in Path(log_dir).glob("deepspeed/attempt_*/*/exit.json"):
+        try:
+            records.append(json.loads(path.read_text()))
+        except (OSError, ValueError):
+            continue
+    failed = sorted((r for r in records if r.get("exit_code")),
+                    key=lambda r: (bool(r.get("stopped")), r.get("time", 0.0)))
+    failures = [Failure(rank=int(r["rank"]), local_rank=int(r["local_rank"]),
+                        host=str(r["host"]), exit_code=int(r["exit_code"]))
+                for r in failed]
+    if failures:
+        failures[0].root_cause = True
     return failures
 
 

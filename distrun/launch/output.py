@@ -22,7 +22,11 @@ _AGENT_TRACE = re.compile(r"^Traceback \(most recent call last\):|ChildFailedErr
 # The launcher's own log lines (c10d's glog "[W1121 ...]" and torch elastic's "W1121 ..."):
 # not progress of the job, so they do not reset the hang detector (a node retrying a wrong
 # address prints them for ever).
-_AGENT_LOG = re.compile(r"^\[?[IWEF]\d{4} \d\d:\d\d:\d\d")
+# DeepSpeed's launcher logs the same way ("[2026-11-23 05:57:23,454] [ERROR] [launch.py:259:
+# sigkill_handler] ... exits with return code = 1"): distrun's report says it better.
+_AGENT_LOG = re.compile(r"^\[?[IWEF]\d{4} \d\d:\d\d:\d\d"
+                        r"|^\[\d{4}-\d\d-\d\d [\d:,]+\] \[[A-Z]+\] \[launch\.py:")
+_DEEPSPEED_LAUNCHER = re.compile(r"^\[\d{4}-\d\d-\d\d [\d:,]+\] \[[A-Z]+\] \[launch\.py:")
 # C++ stack frames c10d appends to each retry warning: noise, never shown.
 _AGENT_FRAMES = re.compile(r"^frame #\d+: |^<omitting python frames>$|^Exception raised from ")
 
@@ -64,7 +68,8 @@ class Watcher:
                 self.agent_lines.append(line)
                 if _AGENT_TRACE.search(line):
                     self.in_agent_trace = True
-                if not (self.in_agent_trace or self.quiet or not line.strip()):
+                if not (self.in_agent_trace or self.quiet or not line.strip()
+                        or _DEEPSPEED_LAUNCHER.match(line)):
                     self.show(line, to_stderr)
 
 

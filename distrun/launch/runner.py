@@ -29,7 +29,14 @@ from types import FrameType
 
 from distrun.errors import EXIT_BAD_INPUT, LaunchError
 from distrun.launch import procs
-from distrun.launch.failures import Failure, free_space, parse_failures, read_error, taken_port
+from distrun.launch.failures import (
+    Failure,
+    exit_records,
+    free_space,
+    parse_failures,
+    read_error,
+    taken_port,
+)
 from distrun.launch.output import Watcher, closed, print_line
 from distrun.launch.procs import GRACE_SECONDS, descendants, live_local_ranks
 from distrun.launch.progress import Progress
@@ -165,6 +172,8 @@ def _explain_failure(result: RunResult, agent_lines: list[str], spec: LaunchSpec
     another process took, or the launcher's last lines."""
     agent_output = "\n".join(agent_lines)
     result.failures = parse_failures(agent_output)
+    if spec.launcher == "deepspeed" and spec.log_dir:
+        result.failures = exit_records(spec.log_dir)
     if result.failures and spec.log_dir:
         first = result.failures[0]
         first.error = read_error(spec.log_dir, first.local_rank)

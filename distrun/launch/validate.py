@@ -100,6 +100,10 @@ def _plan(req: LaunchRequest, launcher: str, nnodes: tuple[int, int]) -> rules.P
 def _check_numbers(req: LaunchRequest) -> None:
     if req.max_restarts is not None and req.max_restarts < 0:
         raise LaunchError("--max-restarts must be 0 or more")
+    if req.max_restarts and req.launcher == "deepspeed":
+        raise LaunchError("the deepspeed launcher restarts nothing: --max-restarts "
+                          f"{req.max_restarts} cannot apply", "leave out --max-restarts, or "
+                          "--launcher torchrun (the converted script runs under both)")
     if req.timeout is not None and not req.timeout >= rules.TIMEOUT_MIN:
         raise LaunchError("--timeout must be a positive number of seconds",
                           f"at least {rules.TIMEOUT_MIN:g}")

@@ -10,6 +10,10 @@ def build(spec: LaunchSpec) -> Command:
         from distrun.launch.backends import accelerate
 
         return accelerate.build(spec)
+    if spec.launcher == "deepspeed":
+        from distrun.launch.backends import deepspeed
+
+        return deepspeed.build(spec)
     from distrun.launch.backends import torchrun
 
     return torchrun.build(spec)
