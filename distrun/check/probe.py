@@ -74,6 +74,7 @@ class _Optimizer:
         self.index = index
         self.steps = 0
         self.names: list[str] | None = None
+        self.params: list[torch.Tensor] | None = None  # the model's, when ZeRO shards these
 
 
 class _Loader:
@@ -172,11 +173,30 @@ def _after_step(optimizer: torch.optim.Optimizer, _args: object, _kwargs: object
 def _record_params(state: _State, optimizer: torch.optim.Optimizer, entry: _Optimizer) -> None:
     params = [p for group in optimizer.param_groups for p in group["params"]]
     if entry.names is None:
-        entry.names = _names(params)
+        entry.params = _zero_model_params(optimizer)
+        entry.names = _names(entry.params or params)
+    params = entry.params or params
     values = {name: fingerprint(p) for name, p in zip(entry.names, params, strict=True)}
     group = torch.distributed.is_available() and torch.distributed.is_initialized()
     state.fact("params", optimizer=entry.index, step=entry.steps, group=bool(group),
                values=values)
+
+
+def _zero_model_params(optimizer: torch.optim.Optimizer) -> list[torch.Tensor] | None:
+    """Under DeepSpeed ZeRO the optimizer holds this rank's shard of the weights, which
+    differs from rank to rank by design: the model's own parameters are compared instead.
+    ZeRO gathers them after the optimizer's step, so they are compared as they were
+    before it (a divergence shows one step later)."""
+    engine_module = sys.modules.get("deepspeed.runtime.engine")
+    engine_class = getattr(engine_module, "DeepSpeedEngine", None)
+    if engine_class is None:
+        return None
+    for obj in gc.get_objects():
+        if issubclass(type(obj), engine_class):
+            wrapper = obj.__dict__.get("optimizer")
+            if wrapper is optimizer or getattr(wrapper, "optimizer", None) is optimizer:
+                return list(obj.module.parameters())
+    return None
 
 
 def _names(params: list[torch.Tensor]) -> list[str]:

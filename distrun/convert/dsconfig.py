@@ -11,7 +11,8 @@ says where it came from; never `"auto"` (only the Hugging Face Trainer fills tho
                                      0.19.8 clips at 1.0 when the key is missing)
     zero_optimization                --zero, --offload-optimizer
     zero_allow_untested_optimizer    true unless the optimizer is Adam or AdamW
-    fp16 / bf16                      --amp
+    fp16 (auto_cast)                 --amp fp16: DeepSpeed's fp16 with loss scaling (CUDA only)
+    torch_autocast (bfloat16)        --amp bf16: fp32 weights, the forward pass autocast
 """
 
 from __future__ import annotations
@@ -142,8 +143,10 @@ def config(options: ConvertOptions, micro: int, clipping: float, untested: bool
         data["zero_allow_untested_optimizer"] = True
     if options.offload_optimizer == "cpu":
         data["zero_force_ds_cpu_optimizer"] = False  # the script's own optimizer, on CPU
-    if options.amp in ("fp16", "bf16"):
-        data[options.amp] = {"enabled": True}
+    if options.amp == "fp16":  # DeepSpeed's loss scaling; float inputs cast to half
+        data["fp16"] = {"enabled": True, "auto_cast": True}
+    elif options.amp == "bf16":  # fp32 weights, the forward pass autocast: as in the script
+        data["torch_autocast"] = {"enabled": True, "dtype": "bfloat16"}
     return data
 
 

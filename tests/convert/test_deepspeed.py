@@ -121,8 +121,10 @@ def test_the_same_scripts_convert_to_ddp() -> None:
     (ConvertOptions(target="deepspeed", zero=1), "zero_optimization", {"stage": 1}),
     (ConvertOptions(target="deepspeed", offload_optimizer="cpu"), "zero_optimization",
      {"stage": 2, "offload_optimizer": {"device": "cpu"}}),
-    (ConvertOptions(target="deepspeed", amp="fp16"), "fp16", {"enabled": True}),
-    (ConvertOptions(target="deepspeed", amp="bf16"), "bf16", {"enabled": True}),
+    (ConvertOptions(target="deepspeed", amp="fp16"), "fp16", {"enabled": True,
+                                                              "auto_cast": True}),
+    (ConvertOptions(target="deepspeed", amp="bf16"), "torch_autocast",
+     {"enabled": True, "dtype": "bfloat16"}),
     (DEEPSPEED, "train_micro_batch_size_per_gpu", 4),
     (DEEPSPEED, "gradient_clipping", 0.0),
     (DEEPSPEED, "zero_allow_untested_optimizer", True),
@@ -130,7 +132,7 @@ def test_the_same_scripts_convert_to_ddp() -> None:
 def test_config_values(options: ConvertOptions, key: str, value: object) -> None:
     config = json.loads(convert(PLAIN_LOOP, options).files["ds_config.json"])
     assert config[key] == value
-    assert "auto" not in json.dumps(config)
+    assert '"auto"' not in json.dumps(config)
 
 
 @pytest.mark.parametrize(("batch", "expected"), [

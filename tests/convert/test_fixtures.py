@@ -1,6 +1,7 @@
 """Before/after fixtures: tests/convert/fixtures/<rule>/<case>.py is converted and must
 give <case>.out.py exactly, with the report <case>.report (one `line: rule: message`
-per change or finding) and the files written beside it (<case>.ds_config.json). Reviewers read a rewrite as a diff of real code.
+per change or finding) and the files written beside it (<case>.ds_config.json).
+Reviewers read a rewrite as a diff of real code.
 
 Regenerate after an intended change with DISTRUN_UPDATE_FIXTURES=1, then review the diff.
 """

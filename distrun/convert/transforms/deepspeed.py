@@ -94,6 +94,8 @@ def plan_deepspeed(ctx: Context) -> None:
             _backward(ctx, call)
         elif is_optimizer_step(call):
             _step(ctx, call)
+        elif method_name(call) == "zero_grad" and _is_optimizer(ctx, call):
+            _zero_grad(ctx, call)
     if ctx.refusal is not None:
         return
     _local_rank_argument(ctx)
@@ -239,6 +241,24 @@ def _step(ctx: Context, call: cst.Call) -> None:
     ctx.plan.change(call, "deepspeed", f"`{ctx.facts.code(call)}` -> `{engine}.step()`: it "
                     "clips, steps the sharded optimizer, gathers the weights and zeroes the "
                     "gradients")
+
+
+def _zero_grad(ctx: Context, call: cst.Call) -> None:
+    """`optimizer.zero_grad()` would drop the gradient buffers ZeRO-Offload keeps on the
+    optimizer's shard: the engine's zero_grad() clears the model's gradients instead."""
+    engine = engine_at(ctx, call)
+    parent = ctx.facts.parent.get(call)
+    if engine is not None:
+        ctx.plan.rewrite(call, lambda _n: expression(f"{engine}.zero_grad()"))
+        ctx.plan.change(call, "deepspeed", f"`{ctx.facts.code(call)}` -> `{engine}.zero_grad()` "
+                        "(the optimizer's own would drop the buffers ZeRO keeps on its shard)")
+    elif isinstance(parent, cst.Expr):
+        ctx.plan.remove(parent)
+        ctx.plan.change(call, "deepspeed", f"`{ctx.facts.code(call)}` removed: the engine's "
+                        "step() zeroes the gradients")
+    else:
+        ctx.refuse(call, f"`{ctx.facts.code(call)}` would drop the gradient buffers ZeRO keeps",
+                   "remove it: the engine's step() zeroes the gradients")
 
 
 def _local_rank_argument(ctx: Context) -> None:
