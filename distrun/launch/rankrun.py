@@ -55,7 +55,7 @@ def main(argv: list[str]) -> int:
                                     (child.stderr, sys.stderr.buffer, log))]
     for pump in pumps:
         pump.start()
-    code = _wait(child)
+    code = child.wait()
     for pump in pumps:
         pump.join(timeout=5)
     if log is not None:
@@ -69,14 +69,6 @@ def main(argv: list[str]) -> int:
         signal.signal(-code, signal.SIG_DFL)
         os.kill(os.getpid(), -code)
     return code
-
-
-def _wait(child: subprocess.Popen[bytes]) -> int:
-    while True:
-        try:
-            return child.wait()
-        except InterruptedError:  # pragma: no cover - PEP 475 retries; kept for safety
-            continue
 
 
 def _pump(src: IO[bytes] | None, dst: BinaryIO, tag: bytes, copy: BinaryIO | None) -> None:

@@ -210,3 +210,16 @@ def test_deepspeed_options_need_the_deepspeed_target(tmp_path: Path) -> None:
     assert result.returncode == EXIT_BAD_INPUT
     assert "--zero only apply to --to deepspeed" in result.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["train.py"]
+
+
+def test_only_the_models_optimizer_counts_as_the_optimizer() -> None:
+    """`options.load_state_dict(...)` is not the optimizer's, whatever its name holds; the
+    optimizer reached through a function's parameter is."""
+    kept = convert("class Options:\n    def load_state_dict(self, state):\n        pass\n"
+                   "options = Options()\noptions.load_state_dict({})\n" + PLAIN_LOOP)
+    assert kept.status == "converted", kept.findings
+    assert "model_engine.zero_grad()" in kept.output
+    refused = convert("def resume(o):\n    o.load_state_dict({})\nresume(optimizer)\n"
+                      + PLAIN_LOOP)
+    assert refused.status == "unsupported"
+    assert "engine.load_checkpoint" in refused.findings[0].fix

@@ -162,8 +162,16 @@ def _refuse_what_cannot_move(ctx: Context) -> None:
 
 
 def _is_optimizer(ctx: Context, call: cst.Call) -> bool:
-    owner = receiver(call) or ""
-    return "opt" in owner.lower() and "sched" not in owner.lower()
+    """Is `call` a method of the model's optimizer, wherever it went (`optimizer`,
+    `self.optimizer`, a function's parameter)?"""
+    optimizer = ctx.models[0].optimizer if len(ctx.models) == 1 else None
+    built = ctx.facts.parent.get(optimizer) if optimizer is not None else None
+    if not (isinstance(call.func, cst.Attribute) and isinstance(built, cst.Assign)
+            and len(built.targets) == 1):
+        return False
+    flow = ctx.flow
+    place = flow.place_of(flow.strip(call.func.value))
+    return place is not None and flow.same(place, flow.place_of(built.targets[0].target))
 
 
 def _conditional(ctx: Context, step: cst.Call) -> bool:
