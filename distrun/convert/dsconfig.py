@@ -6,7 +6,8 @@ read from the script (a literal, a constant, an environment or argparse default)
 says where it came from; never `"auto"` (only the Hugging Face Trainer fills those in).
 
     train_micro_batch_size_per_gpu   the training DataLoader's batch_size
-    gradient_accumulation_steps      1 (scripts that accumulate are not converted yet)
+    gradient_accumulation_steps      the `% N` of the condition the script steps under, else 1
+    managed_gradient_accumulation    false when the script steps under a condition
     gradient_clipping                clip_grad_norm_'s max_norm, else 0.0 (DeepSpeed
                                      0.19.8 clips at 1.0 when the key is missing)
     zero_optimization                --zero, --offload-optimizer
@@ -73,7 +74,19 @@ def constant(facts: Facts, expr: cst.BaseExpression, depth: int = 0) -> Value | 
                 if found else None
     if isinstance(expr, cst.Attribute):
         return _argparse_default(facts, expr.attr.value, depth)
+    if isinstance(expr, cst.BinaryOperation) and type(expr.operator) in _ARITHMETIC:
+        left, right = (constant(facts, e, depth + 1) for e in (expr.left, expr.right))
+        if left is None or right is None or (right.number == 0 and not isinstance(
+                expr.operator, (cst.Add, cst.Subtract, cst.Multiply))):
+            return None
+        number = _ARITHMETIC[type(expr.operator)](left.number, right.number)
+        return Value(number, f"`{facts.code(expr)}`: {left.how}, {right.how}")
     return None
+
+
+_ARITHMETIC = {cst.Add: lambda a, b: a + b, cst.Subtract: lambda a, b: a - b,
+               cst.Multiply: lambda a, b: a * b, cst.Divide: lambda a, b: a / b,
+               cst.FloorDivide: lambda a, b: a // b}
 
 
 def _number(text: str) -> float | None:
@@ -127,18 +140,20 @@ def micro_batch(facts: Facts, loader: cst.Call | None) -> Value | None:
     return constant(facts, arg.value)
 
 
-def config(options: ConvertOptions, micro: int, clipping: float, untested: bool
-           ) -> dict[str, object]:
+def config(options: ConvertOptions, micro: int, clipping: float, untested: bool,
+           accumulation: int = 0) -> dict[str, object]:
     """The ds_config.json for these values."""
     zero: dict[str, object] = {"stage": options.zero}
     if options.offload_optimizer == "cpu":
         zero["offload_optimizer"] = {"device": "cpu"}
     data: dict[str, object] = {
         "train_micro_batch_size_per_gpu": micro,
-        "gradient_accumulation_steps": 1,
+        "gradient_accumulation_steps": max(accumulation, 1),
         "gradient_clipping": clipping,
         "zero_optimization": zero,
     }
+    if accumulation:  # the script's condition decides: each engine.step() is a step
+        data["managed_gradient_accumulation"] = False
     if untested:
         data["zero_allow_untested_optimizer"] = True
     if options.offload_optimizer == "cpu":

@@ -88,6 +88,9 @@ def options_from(given: dict[str, Any]) -> ConvertOptions:
                       and given.get(o.field) is not None]
     if deepspeed_only and options.target != "deepspeed":
         raise ValueError(f"{' and '.join(deepspeed_only)} only apply to --to deepspeed")
+    if options.target == "deepspeed" and options.grad_accum_no_sync:
+        raise ValueError("--grad-accum-no-sync does not apply to --to deepspeed: DeepSpeed "
+                         "already reduces the gradients only when the optimizer steps")
     return options
 
 

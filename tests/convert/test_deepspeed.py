@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from distrun.config import deepspeed as ds_checker
+from distrun.config import jsonc
 from distrun.convert import ConvertOptions, convert_source
 from distrun.errors import EXIT_BAD_INPUT, EXIT_NOT_CONVERTED, EXIT_OK
 from tests.conftest import distrun
@@ -43,14 +44,6 @@ def convert(body: str, options: ConvertOptions = DEEPSPEED):  # type: ignore[no-
 
 
 @pytest.mark.parametrize(("body", "line", "says"), [
-    ("""
-     for i, (x, y) in enumerate(loader):
-         loss = nn.functional.mse_loss(model(x), y) / 2
-         loss.backward()
-         if (i + 1) % 2 == 0:
-             optimizer.step()
-             optimizer.zero_grad()
-     """, 14, "steps under a condition"),
     ("""
      for x, y in loader:
          loss = nn.functional.mse_loss(model(x), y)
@@ -107,13 +100,57 @@ def test_what_deepspeed_cannot_take_leaves_the_script_unchanged(body: str, line:
 def test_the_same_scripts_convert_to_ddp() -> None:
     """What DeepSpeed refuses is the target's limit, not the script's fault."""
     result = convert("""
-     for i, (x, y) in enumerate(loader):
-         loss = nn.functional.mse_loss(model(x), y) / 2
+     for x, y in loader:
+         loss = nn.functional.mse_loss(model(x), y)
          loss.backward()
-         if (i + 1) % 2 == 0:
-             optimizer.step()
+         torch.nn.utils.clip_grad_value_(model.parameters(), 0.1)
+         optimizer.step()
      """, ConvertOptions())
     assert result.status == "converted"
+
+
+ACCUMULATING = """
+for epoch in range(2):
+    optimizer.zero_grad()
+    for i, (x, y) in enumerate(loader):
+        loss = nn.functional.mse_loss(model(x), y) / ACCUM
+        loss.backward()
+        if (i + 1) % ACCUM == 0:
+            optimizer.step()
+            optimizer.zero_grad()
+"""
+
+
+@pytest.mark.parametrize("zero", [1, 2])
+def test_gradient_accumulation_keeps_the_scripts_condition(zero: int) -> None:
+    """The script decides when to step (DeepSpeed counts nothing), and scales its loss
+    itself; under ZeRO-2 the epoch-start zero_grad() that cannot drop ZeRO's pending
+    gradients is a warning at its line."""
+    result = convert("ACCUM = 4\n" + textwrap.dedent(ACCUMULATING),
+                     ConvertOptions(target="deepspeed", zero=zero))
+    assert result.status == "converted"
+    config = json.loads(result.files["ds_config.json"])
+    assert config["gradient_accumulation_steps"] == 4
+    assert config["managed_gradient_accumulation"] is False
+    assert "model_engine.backward(loss, scale_wrt_gas=False)" in result.output
+    assert "        if (i + 1) % ACCUM == 0:\n            model_engine.step()" in result.output
+    warnings = [f for f in result.findings if f.severity == "warning"]
+    assert [f.line for f in warnings] == ([12] if zero == 2 else []), warnings
+    assert not ds_checker.check(jsonc.parse(result.files["ds_config.json"]), world_size=2)
+
+
+def test_no_accumulation_no_unmanaged_mode() -> None:
+    config = json.loads(convert(PLAIN_LOOP).files["ds_config.json"])
+    assert config["gradient_accumulation_steps"] == 1
+    assert "managed_gradient_accumulation" not in config
+
+
+def test_grad_accum_no_sync_does_not_apply_to_deepspeed(tmp_path: Path) -> None:
+    script = tmp_path / "train.py"
+    script.write_text(textwrap.dedent(HEAD) + textwrap.dedent(PLAIN_LOOP))
+    result = distrun("convert", str(script), "--to", "deepspeed", "--grad-accum-no-sync")
+    assert result.returncode == EXIT_BAD_INPUT
+    assert "only when the optimizer steps" in result.stderr
 
 
 @pytest.mark.parametrize(("options", "key", "value"), [

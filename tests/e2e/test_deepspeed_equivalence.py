@@ -36,7 +36,6 @@ REFUSED = {  # script -> why DeepSpeed cannot take it as it is
     "apex_amp.py": "apex mixed precision",
     "apex_trainer.py": "apex mixed precision",
     "checkpoint_dict.py": "the optimizer's state is loaded from a checkpoint",
-    "grad_accumulation.py": "the optimizer steps under a condition",
     "native_amp.py": "mixed precision written in code",
 }
 TAKEN = [name for name in SCRIPTS if name not in REFUSED]

@@ -17,8 +17,11 @@ the script's torch optimizer (its learning-rate scheduler keeps working): ZeRO s
 its state, and `engine.step()` steps it. ds_config.json (see `convert.dsconfig`) is
 written beside the output; the script reads it from $DS_CONFIG, by default beside itself.
 
-Won't (the script is left unconverted, with the reason and the fix): gradient
-accumulation, several models, a model updated by hand, clipping DeepSpeed cannot do
+Gradient accumulation (the step under a condition) keeps the script's condition:
+`managed_gradient_accumulation: false` makes each `engine.step()` a step, and
+`engine.backward(loss, scale_wrt_gas=False)` keeps the script's own loss scaling.
+
+Won't (the script is left unconverted, with the reason and the fix): several models, a model updated by hand, clipping DeepSpeed cannot do
 (by value, another norm, a max_norm it cannot read), mixed precision kept as code
 (`--amp fp16|bf16|none` moves it into the config), apex, an optimizer state loaded
 from a checkpoint (ZeRO shards it: resume with `engine.load_checkpoint`).
@@ -29,7 +32,7 @@ from __future__ import annotations
 import libcst as cst
 
 from distrun.convert import dsconfig
-from distrun.convert.analysis import keyword, positional
+from distrun.convert.analysis import keyword, positional, walk
 from distrun.convert.build import code_of, expression, statement
 from distrun.convert.context import Context, Transform
 from distrun.convert.idioms import is_backward, is_optimizer_step, method_name, receiver
@@ -89,9 +92,10 @@ def plan_deepspeed(ctx: Context) -> None:
         return
     model = ctx.models[0]
     clipping = _clipping(ctx)
+    steps = [c for c in ctx.facts.calls if is_optimizer_step(c) and _conditional(ctx, c)]
     for call in ctx.facts.calls:
         if is_backward(call):
-            _backward(ctx, call)
+            _backward(ctx, call, accumulating=bool(steps))
         elif is_optimizer_step(call):
             _step(ctx, call)
         elif method_name(call) == "zero_grad" and _is_optimizer(ctx, call):
@@ -100,7 +104,7 @@ def plan_deepspeed(ctx: Context) -> None:
         return
     _local_rank_argument(ctx)
     _optimizer_state(ctx)
-    _write_config(ctx, model, clipping)
+    _write_config(ctx, model, clipping, _accumulation(ctx, steps))
 
 
 TRANSFORM = Transform("deepspeed", plan_deepspeed, lambda options: options.target == "deepspeed")
@@ -150,11 +154,6 @@ def _refuse_what_cannot_move(ctx: Context) -> None:
                        "each rank holds a shard of it, so this resume would be wrong",
                        "resume with `engine.load_checkpoint(dir)` after "
                        "`engine.save_checkpoint(dir)` on every rank")
-        elif is_optimizer_step(call) and _conditional(ctx, call):
-            ctx.refuse(call, "the optimizer steps under a condition (gradient accumulation?): "
-                       "DeepSpeed must count the micro-steps itself", "set "
-                       "gradient_accumulation_steps in ds_config.json and call "
-                       "`engine.backward(loss)` and `engine.step()` on every micro-batch")
         elif name in _CLIP_OTHER:
             ctx.refuse(call, f"`{facts.code(call.func)}`: DeepSpeed clips only by the "
                        "gradients' global 2-norm", "use clip_grad_norm_ (it moves into "
@@ -218,7 +217,42 @@ def _clipping(ctx: Context) -> tuple[float, str, cst.Call | None]:
     return found
 
 
-def _backward(ctx: Context, call: cst.Call) -> None:
+def _accumulation(ctx: Context, steps: list[cst.Call]) -> int:
+    """Gradient accumulation: the script steps under its own condition, so DeepSpeed is
+    told not to count micro-steps (`managed_gradient_accumulation: false`: every
+    `engine.step()` is a boundary). The count, for DeepSpeed's batch arithmetic, is the
+    `% N` of the condition. 0 when the script does not accumulate."""
+    if not steps:
+        return 0
+    facts, plan = ctx.facts, ctx.plan
+    tests = [node.test for c in steps for node in facts.ancestors(c) if isinstance(node, cst.If)]
+    counts = {int(v.number) for t in tests for node in walk(t)
+              if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Modulo)
+              and (v := dsconfig.constant(facts, node.right)) is not None}
+    count = counts.pop() if len(counts) == 1 else 1
+    plan.change(steps[0], "deepspeed", "the optimizer steps under the script's condition: "
+                "managed_gradient_accumulation false, so each engine.step() is an optimizer "
+                f"step; gradient_accumulation_steps {count}" + (
+                    " (the condition's modulus)" if count > 1 else
+                    " (no single `% N` in the condition: DeepSpeed's throughput logs count "
+                    "one micro-batch per step)"))
+    inside = {id(c) for node in facts.ancestors(steps[0]) if isinstance(node, cst.If)
+              for c in facts.calls_in(node)}
+    if ctx.options.zero == 2:
+        for call in facts.calls:
+            if method_name(call) == "zero_grad" and _is_optimizer(ctx, call) \
+                    and id(call) not in inside:
+                plan.finding(call, "deepspeed", "under ZeRO-2 this zero_grad() cannot drop "
+                             "the gradients of micro-batches that have not stepped yet (ZeRO "
+                             "keeps them in its own buffers): if an epoch's batches per rank "
+                             "are not a multiple of the accumulation count, the left-over "
+                             "ones go into the next step, where the original drops them",
+                             "convert with --zero 1, or make every epoch's batch count a "
+                             "multiple of the accumulation count")
+    return count
+
+
+def _backward(ctx: Context, call: cst.Call, accumulating: bool) -> None:
     engine = engine_at(ctx, call)
     assert isinstance(call.func, cst.Attribute)
     loss = ctx.facts.code(call.func.value)
@@ -232,6 +266,8 @@ def _backward(ctx: Context, call: cst.Call) -> None:
     def rewrite(node: cst.CSTNode) -> cst.CSTNode:
         assert isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute)
         rest = "".join(", " + code_of(a).rstrip(", ") for a in node.args)
+        if accumulating:  # the script scales its loss itself, as before
+            rest += ", scale_wrt_gas=False"
         return expression(f"{engine}.backward({code_of(node.func.value)}{rest})")
 
     ctx.plan.rewrite(call, rewrite)
@@ -303,7 +339,7 @@ def _optimizer_state(ctx: Context) -> None:
 
 
 def _write_config(ctx: Context, model: Model,
-                  clipping: tuple[float, str, cst.Call | None]) -> None:
+                  clipping: tuple[float, str, cst.Call | None], accumulation: int) -> None:
     facts, plan = ctx.facts, ctx.plan
     loader = ctx.train_loaders[0] if ctx.train_loaders else None
     micro = dsconfig.micro_batch(facts, loader)
@@ -325,7 +361,8 @@ def _write_config(ctx: Context, model: Model,
     clip, how, where = clipping
     plan.change(where or model.optimizer, "deepspeed", f"gradient_clipping {clip:g} ({how}; "
                 "written out because DeepSpeed 0.19.8 otherwise clips at 1.0)")
-    data = dsconfig.config(ctx.options, int(micro.number) if micro else 1, clip, untested)
+    data = dsconfig.config(ctx.options, int(micro.number) if micro else 1, clip, untested,
+                           accumulation)
     ctx.files[dsconfig.FILENAME] = dsconfig.text(data)
     n = ctx.names
     beside = '"ds_config.json"' if facts.entry.path.endswith(".ipynb") else (
