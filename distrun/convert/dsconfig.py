@@ -19,6 +19,8 @@ says where it came from; never `"auto"` (only the Hugging Face Trainer fills tho
 from __future__ import annotations
 
 import json
+import operator
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import libcst as cst
@@ -84,9 +86,9 @@ def constant(facts: Facts, expr: cst.BaseExpression, depth: int = 0) -> Value | 
     return None
 
 
-_ARITHMETIC = {cst.Add: lambda a, b: a + b, cst.Subtract: lambda a, b: a - b,
-               cst.Multiply: lambda a, b: a * b, cst.Divide: lambda a, b: a / b,
-               cst.FloorDivide: lambda a, b: a // b}
+_ARITHMETIC: dict[type, Callable[[float, float], float]] = {
+    cst.Add: operator.add, cst.Subtract: operator.sub, cst.Multiply: operator.mul,
+    cst.Divide: operator.truediv, cst.FloorDivide: operator.floordiv}
 
 
 def _number(text: str) -> float | None:

@@ -260,3 +260,23 @@ def test_only_the_models_optimizer_counts_as_the_optimizer() -> None:
                       + PLAIN_LOOP)
     assert refused.status == "unsupported"
     assert "engine.load_checkpoint" in refused.findings[0].fix
+
+
+@pytest.mark.parametrize("caller", ["", "def on_exit():\n    "])
+def test_an_optimizer_state_saved_by_a_helper(caller: str) -> None:
+    """Where the helper is called next to the engine, every rank saves the engine's
+    checkpoint after the call, at the path the caller passes; where no engine can be
+    reached (a function that never runs the model), the save is a warning with the fix."""
+    result = convert(PLAIN_LOOP + "def snapshot(path):\n"
+                     "    torch.save(optimizer.state_dict(), path)\n"
+                     f'{caller}snapshot(OUT + ".opt")\n')
+    assert result.status == "converted"
+    warnings = [f for f in result.findings if f.rule == "deepspeed"]
+    if caller:
+        [warning] = warnings
+        assert warning.line == 16 and "engine.save_checkpoint" in warning.fix
+        assert "save_checkpoint(" not in result.output
+    else:
+        assert not warnings
+        assert 'snapshot(OUT + ".opt")\nmodel_engine.save_checkpoint(str(OUT + ".opt") + ' \
+            '".deepspeed", tag="zero")' in result.output

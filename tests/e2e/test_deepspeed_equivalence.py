@@ -35,7 +35,6 @@ pytestmark = pytest.mark.e2e
 REFUSED = {  # script -> why DeepSpeed cannot take it as it is
     "apex_amp.py": "apex mixed precision",
     "apex_trainer.py": "apex mixed precision",
-    "checkpoint_dict.py": "the optimizer's state is loaded from a checkpoint",
     "native_amp.py": "mixed precision written in code",
 }
 TAKEN = [name for name in SCRIPTS if name not in REFUSED]
@@ -119,3 +118,47 @@ def test_mixed_precision_moves_into_the_config(tmp_path: Path) -> None:
     run_single(script, tmp_path)
     run_two(converted, tmp_path, "torchrun")
     assert_weights_close(tmp_path, tol=5e-2)
+
+
+STOP_AFTER = """\
+import os, runpy, sys
+import torch.distributed as dist
+from deepspeed.runtime.engine import DeepSpeedEngine
+save, saves = DeepSpeedEngine.save_checkpoint, []
+def stop_after(self, *args, **kwargs):  # the job is killed after its Nth checkpoint
+    result = save(self, *args, **kwargs)
+    saves.append(1)
+    if len(saves) == int(os.environ["STOP_AFTER"]):
+        dist.barrier()
+        os._exit(0)
+    return result
+DeepSpeedEngine.save_checkpoint = stop_after
+runpy.run_path(sys.argv[1], run_name="__main__")
+"""
+
+
+def test_save_stop_and_resume_trains_like_the_uninterrupted_original(tmp_path: Path) -> None:
+    """checkpoint_dict.py saves {epoch, model, optimizer} every epoch: converted, every
+    rank also saves the engine's checkpoint (its ZeRO shard of Adam's state). Stopped
+    after epoch 1 and resumed (RESUME=file), it ends where the original's 4 uninterrupted
+    epochs end; a file without its DeepSpeed checkpoint stops the resume loudly."""
+    script = tmp_path / "checkpoint_dict.py"
+    shutil.copy(CORPUS / "checkpoint_dict.py", script)
+    converted = convert(script, "--zero", "2")
+    run_single(script, tmp_path)
+    (tmp_path / "stop_after.py").write_text(STOP_AFTER)
+    env = {"BATCH_SIZE": "32", "OUT_PATH": str(tmp_path / "multi.pt")}
+    stopped = distrun("launch", "--nproc-per-node", "2", "stop_after.py", str(converted),
+                      cwd=tmp_path, env={**env, "STOP_AFTER": "2"})
+    assert stopped.returncode == 0, stopped.stdout + stopped.stderr
+    assert "epoch 2" not in stopped.stdout and "epoch 1" in stopped.stdout
+    assert (tmp_path / "multi.pt.deepspeed" / "latest").read_text() == "zero"
+    resumed = distrun("launch", "--nproc-per-node", "2", "--check", str(converted),
+                      cwd=tmp_path, env={**env, "RESUME": str(tmp_path / "multi.pt")})
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    assert "at epoch 2" in resumed.stdout and "epoch 3" in resumed.stdout
+    assert_same_checkpoint(tmp_path)
+    alone = run_cmd([sys.executable, str(converted)], cwd=tmp_path,
+                    env={**env, "RESUME": str(tmp_path / "single.pt")})
+    assert alone.returncode != 0
+    assert "single.pt.deepspeed: no DeepSpeed checkpoint to resume the optimizer" in alone.stderr

@@ -21,10 +21,11 @@ Gradient accumulation (the step under a condition) keeps the script's condition:
 `managed_gradient_accumulation: false` makes each `engine.step()` a step, and
 `engine.backward(loss, scale_wrt_gas=False)` keeps the script's own loss scaling.
 
-Won't (the script is left unconverted, with the reason and the fix): several models, a model updated by hand, clipping DeepSpeed cannot do
-(by value, another norm, a max_norm it cannot read), mixed precision kept as code
-(`--amp fp16|bf16|none` moves it into the config), apex, an optimizer state loaded
-from a checkpoint (ZeRO shards it: resume with `engine.load_checkpoint`).
+Won't (the script is left unconverted, with the reason and the fix): several models,
+a model updated by hand, clipping DeepSpeed cannot do (by value, another norm, a
+max_norm it cannot read), mixed precision kept as code (`--amp fp16|bf16|none` moves it
+into the config), apex, an optimizer state loaded from a file distrun cannot trace
+(the saves and loads it can trace go through the engine: see `ds_checkpoint`).
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from distrun.convert.context import Context, Transform
 from distrun.convert.idioms import is_backward, is_optimizer_step, method_name, receiver
 from distrun.convert.models import Home, Model
 from distrun.convert.syntax import string_value
+from distrun.convert.transforms import ds_checkpoint
 
 _CLIP_NORM = frozenset({"torch.nn.utils.clip_grad_norm_",
                         "torch.nn.utils.clip_grad.clip_grad_norm_"})
@@ -73,10 +75,23 @@ def initialize(ctx: Context, model: Model, home: Home, target: str, name: str,
         for b in flow.bindings(p)) and facts.line(stmt) >= facts.line(anchor)]
     if later and not (after and later[-1] is anchor):
         anchor, after = later[-1], True
+    binding = _in_block(ctx, block, built) if block is not None else None
+    loads = [_in_block(ctx, block, c) for c in ds_checkpoint.optimizer_loads(
+        ctx, _is_optimizer)] if block is not None else []
+    if binding is not None and any(s is not None and facts.line(binding) < facts.line(s)
+                                   < facts.line(anchor) for s in loads):
+        anchor, after = binding, True  # the engine loads the optimizer's state: made before
     ctx.need("deepspeed", "os", at=anchor)
     code = (f"{target} = deepspeed.initialize(model={name}, optimizer={optimizer}, "
             f'config={n.os}.environ["DS_CONFIG"])[0]\n')
     return statement(code), anchor, after
+
+
+def _in_block(ctx: Context, block: cst.CSTNode, node: cst.CSTNode | None
+              ) -> cst.CSTNode | None:
+    """The statement of `block` that holds `node`."""
+    return next((stmt for stmt in getattr(block, "body", ())
+                 if node is not None and ctx.facts.inside(node, stmt)), None)
 
 
 def _plain(code: str, home: Home) -> bool:
@@ -100,10 +115,12 @@ def plan_deepspeed(ctx: Context) -> None:
             _step(ctx, call)
         elif method_name(call) == "zero_grad" and _is_optimizer(ctx, call):
             _zero_grad(ctx, call)
+    for call in ds_checkpoint.optimizer_loads(ctx, _is_optimizer):
+        _load(ctx, call)
     if ctx.refusal is not None:
         return
     _local_rank_argument(ctx)
-    _optimizer_state(ctx)
+    ds_checkpoint.convert_saves(ctx, _is_optimizer, engine_at)
     _write_config(ctx, model, clipping, _accumulation(ctx, steps))
 
 
@@ -149,11 +166,14 @@ def _refuse_what_cannot_move(ctx: Context) -> None:
             ctx.refuse(call, "mixed precision written in code: under DeepSpeed it is set in "
                        "ds_config.json", "convert with --amp fp16, --amp bf16 or --amp none: "
                        "distrun removes autocast and the GradScaler and sets the config")
-        elif method_name(call) == "load_state_dict" and _is_optimizer(ctx, call):
-            ctx.refuse(call, "the optimizer's state is loaded from a checkpoint: under ZeRO "
-                       "each rank holds a shard of it, so this resume would be wrong",
-                       "resume with `engine.load_checkpoint(dir)` after "
-                       "`engine.save_checkpoint(dir)` on every rank")
+        elif method_name(call) == "load_state_dict" and _is_optimizer(ctx, call) \
+                and ds_checkpoint.load_path(ctx, call) is None:
+            ctx.refuse(call, "the optimizer's state is loaded from a checkpoint distrun "
+                       "cannot trace to its `torch.load(path)`: under ZeRO each rank holds a "
+                       "shard of it, so this resume would be wrong", "load it with "
+                       "`state = torch.load(path)` in the same function, or resume with "
+                       "`engine.load_checkpoint(dir)` after `engine.save_checkpoint(dir)` "
+                       "on every rank")
         elif name in _CLIP_OTHER:
             ctx.refuse(call, f"`{facts.code(call.func)}`: DeepSpeed clips only by the "
                        "gradients' global 2-norm", "use clip_grad_norm_ (it moves into "
@@ -329,13 +349,14 @@ def _local_rank_argument(ctx: Context) -> None:
                         "deepspeed launcher passes")
 
 
-def _optimizer_state(ctx: Context) -> None:
-    for call in ctx.facts.calls:
-        if method_name(call) == "state_dict" and _is_optimizer(ctx, call):
-            ctx.plan.finding(call, "deepspeed", "under ZeRO the optimizer's state_dict() holds "
-                             "this rank's shard only: a checkpoint saved by rank 0 cannot "
-                             "resume the optimizer", "save with `engine.save_checkpoint(dir)` "
-                             "on every rank and resume with `engine.load_checkpoint(dir)`")
+def _load(ctx: Context, call: cst.Call) -> None:
+    engine, path = engine_at(ctx, call), ds_checkpoint.load_path(ctx, call)
+    if engine is None or path is None:
+        ctx.refuse(call, "the optimizer's state is loaded where no DeepSpeed engine can be "
+                   "reached", "resume where the model is trained, with "
+                   "`engine.load_checkpoint(dir)`")
+        return
+    ds_checkpoint.convert_load(ctx, call, engine, path)
 
 
 def _write_config(ctx: Context, model: Model,
