@@ -28,6 +28,7 @@ def config() -> None:
       distrun config init                       # a few questions, writes distrun.yaml
       distrun config validate                   # every problem, with its line
       distrun config export --format slurm -o job.sbatch
+      distrun config export --format deepspeed -o run/   # ds_config.json + commands
       distrun launch --config distrun.yaml      # flags override the file
     """
 
@@ -135,21 +136,53 @@ def schema() -> int:
 @config.command()
 @file_argument
 @click.option("--format", "fmt", required=True,
-              type=click.Choice(["torchrun", "accelerate", "slurm", "kubernetes"]),
+              type=click.Choice(["torchrun", "accelerate", "slurm", "kubernetes", "deepspeed"]),
               help="What to render.")
-@click.option("-o", "--output", help="Write to OUT instead of stdout.")
+@click.option("-o", "--output", help="Write to OUT instead of stdout (deepspeed: a .json "
+              "file, or a folder for OUT/ds_config.json).")
 @click.option("--force", is_flag=True, help="Replace an existing OUT (kept as OUT.orig).")
 def export(file: str, fmt: str, output: str | None, force: bool) -> int:
-    """Render FILE for torchrun, accelerate, SLURM (sbatch) or Kubernetes (PyTorchJob)."""
-    from distrun.config.exports import export as render_export
-    from distrun.files import write_atomic
+    """Render FILE for torchrun, accelerate, SLURM (sbatch), Kubernetes (PyTorchJob) or
+    DeepSpeed.
 
-    text = render_export(load_valid(file), fmt)
-    if output in (None, "-"):
-        click.echo(text, nl=False)
+    \b
+    --format deepspeed: the job's DeepSpeed config (JSON): the file the job reads
+    (deepspeed.config, else ds_config.json beside the script) with the deepspeed:
+    keys written in, or one built from them (deepspeed.micro_batch needed), and the
+    commands that run it: DeepSpeed's `deepspeed` and `distrun launch --launcher
+    deepspeed`. Without -o the JSON goes to stdout and the commands to stderr; with
+    -o the JSON (and a multi-node job's hostfile beside it) is written there and
+    the commands go to stdout.
+      distrun config export --format deepspeed -o run/       # run/ds_config.json
+      distrun config export --format deepspeed -o job.json   # the commands use it
+    """
+    from pathlib import Path
+
+    from distrun.config.exports import export as render_export
+    from distrun.config.exports import export_deepspeed
+    from distrun.files import needs_writing, write_atomic
+
+    cfg = load_valid(file)
+    to_stdout = output in (None, "-")
+    commands = ""
+    if fmt == "deepspeed":
+        rendered = export_deepspeed(cfg, None if to_stdout else output)
+        text, commands, files = rendered.json, rendered.commands, rendered.files
     else:
-        write_atomic(output, text.encode(), backup=force, force=force)
-        click.echo(f"wrote {output}", err=True)
+        text = render_export(cfg, fmt)
+        files = {str(output): text}
+    if to_stdout:
+        click.echo(text, nl=False)
+        click.echo(commands, nl=False, err=True)
+        return 0
+    for path, content in files.items():  # refuse before writing anything
+        needs_writing(path, content.encode(), force)
+    for path, content in files.items():
+        if str(output).endswith("/"):  # -o run/: a folder to make
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
+        write_atomic(path, content.encode(), backup=force, force=force)
+        click.echo(f"wrote {path}", err=True)
+    click.echo(commands, nl=False)
     return 0
 
 

@@ -75,6 +75,7 @@ _KNOWN = {
     "curriculum_learning", "pipeline", "sparse_attention", "seq_parallel_communication_data_type",
     "gradient_accumulation_dtype", "compile", "tensor_parallel", "nebula", "hybrid_engine",
     "weight_quantization", "zero_optimization_stage", "monitor_config", "torch_autocast",
+    "managed_gradient_accumulation",
 }
 DEEPSPEED_KEYS = {"train_batch_size", "train_micro_batch_size_per_gpu",
                   "gradient_accumulation_steps", "zero_optimization", "fp16", "bf16",
@@ -82,7 +83,8 @@ DEEPSPEED_KEYS = {"train_batch_size", "train_micro_batch_size_per_gpu",
 
 
 def load(path: str, world_size: int | None = None) -> Config:
-    """`path` read as a DeepSpeed config and checked (`Config.values`: its plain values)."""
+    """`path` read as a DeepSpeed config and checked (`Config.values`: its plain values;
+    `Config.lines`: the line of each key, "zero_optimization.stage" -> 7)."""
     text = read(path)
     if not isinstance(text, str):
         return Config(path, problems=[text])
@@ -95,8 +97,8 @@ def load(path: str, world_size: int | None = None) -> Config:
         return Config(path, problems=[Problem(parsed.root.line, "", (
             "not a DeepSpeed config: none of " + ", ".join(sorted(DEEPSPEED_KEYS)) +
             " is set (distrun's own launch config is YAML: distrun.yaml)"))])
-    values = plain(parsed.root)
-    return Config(path, values=values, problems=check(parsed, world_size))
+    return Config(path, values=plain(parsed.root), problems=check(parsed, world_size),
+                  lines={key: member.line for key, member in walk(parsed.root, "")})
 
 
 def looks_like_deepspeed(parsed: Parsed) -> bool:
@@ -130,19 +132,19 @@ def check(parsed: Parsed, world_size: int | None = None) -> list[Problem]:
     return sorted(problems, key=lambda p: (p.line, p.key))
 
 
-def _walk(node: Node, prefix: str) -> Iterator[tuple[str, Member]]:
+def walk(node: Node, prefix: str) -> Iterator[tuple[str, Member]]:
     if node.kind == "object":
         for member in node.value:
             path = f"{prefix}{member.key}"
             yield path, member
-            yield from _walk(member.node, f"{path}.")
+            yield from walk(member.node, f"{path}.")
     elif node.kind == "array":
         for index, item in enumerate(node.value):
-            yield from _walk(item, f"{prefix}{index}.")
+            yield from walk(item, f"{prefix}{index}.")
 
 
 def _duplicates(root: Node) -> list[Problem]:
-    objects = [("", root), *((f"{path}.", member.node) for path, member in _walk(root, "")
+    objects = [("", root), *((f"{path}.", member.node) for path, member in walk(root, "")
                              if member.node.kind == "object")]
     found = []
     for prefix, node in objects:
@@ -159,7 +161,7 @@ def _duplicates(root: Node) -> list[Problem]:
 def _autos(root: Node) -> list[Problem]:
     found = []
     values = plain(root)
-    for path, member in _walk(root, ""):
+    for path, member in walk(root, ""):
         if member.node.kind != "string" or member.node.value.lower() != "auto":
             continue
         source, fix = _AUTO.get(path, ("", "write a concrete value"))

@@ -1,24 +1,32 @@
-"""Render a config for other tools: torchrun, accelerate, SLURM (sbatch) and Kubernetes
-(a Kubeflow PyTorchJob). Templates come from `distrun.templates` (the repository's
-templates/ folder, shipped in the wheel). Nothing here imports torch.
+"""Render a config for other tools: torchrun, accelerate, SLURM (sbatch), Kubernetes
+(a Kubeflow PyTorchJob) and DeepSpeed (its JSON config, and the commands that run it).
+Templates come from `distrun.templates` (the repository's templates/ folder, shipped in
+the wheel). Nothing here imports torch.
+
+Every export gives the workers DS_CONFIG when the file sets `deepspeed.config` (its path
+as seen from where distrun.yaml is read), as `distrun launch --config` does.
 """
 
 from __future__ import annotations
 
 import copy
+import json
+import os
 import shlex
+from dataclasses import dataclass
 from importlib import resources
 from typing import Any
 
 import yaml
 
+from distrun.config import deepspeed_job
 from distrun.config.load import Config, node_range
 from distrun.errors import InputError
 from distrun.launch.backends import torchrun
 from distrun.launch.spec import LaunchRequest, LaunchSpec
 from distrun.launch_rules import DEFAULT_MASTER_PORT, DEFAULT_RDZV_PORT
 
-FORMATS = ("torchrun", "accelerate", "slurm", "kubernetes")
+FORMATS = ("torchrun", "accelerate", "slurm", "kubernetes", "deepspeed")
 
 
 def template(name: str) -> str:
@@ -41,11 +49,22 @@ def request_from(config: Config) -> LaunchRequest:
         rdzv_id=rdzv.get("id"), rdzv_conf=dict(rdzv.get("conf", {})),
         max_restarts=v.get("max_restarts"), log_dir=v.get("log_dir"),
         launcher=v.get("launcher"), mixed_precision=v.get("mixed_precision"),
-        env=dict(v.get("env", {})), timeout=v.get("timeout"),
+        env={**deepspeed_job.ds_config_env(config, absolute=True), **v.get("env", {})},
+        timeout=v.get("timeout"),
     )
 
 
 def export(config: Config, fmt: str) -> str:
+    """The export as text (for `deepspeed`: the JSON config; see `export_deepspeed`)."""
+    if fmt == "deepspeed":
+        return export_deepspeed(config).json
+    r = _checked(config, fmt)
+    return {"torchrun": _torchrun, "accelerate": _accelerate, "slurm": _slurm,
+            "kubernetes": _kubernetes}[fmt](config, r)
+
+
+def _checked(config: Config, fmt: str) -> dict[str, Any]:
+    """The resolved config, once what every export needs is there."""
     if fmt not in FORMATS:
         raise InputError(f"unknown export format {fmt!r}", f"use one of {', '.join(FORMATS)}")
     r = config.resolved()
@@ -53,13 +72,89 @@ def export(config: Config, fmt: str) -> str:
         raise InputError(f"{config.path}: no `script` set: an export needs the script to run",
                          "add `script: train.py` to the file")
     low, high = node_range(r["nnodes"])
-    if (fmt in ("torchrun", "accelerate") and high > 1 and not r["master_addr"]
+    if (fmt in ("torchrun", "accelerate", "deepspeed") and high > 1 and not r["master_addr"]
             and not r["rdzv"]["endpoint"]):
         raise InputError(f"{config.path}: a {fmt} command for a multi-node job needs node 0's "
                          "address", "set master_addr (or rdzv.endpoint) in the file; the "
                          "slurm and kubernetes exports read it from the job instead")
-    return {"torchrun": _torchrun, "accelerate": _accelerate, "slurm": _slurm,
-            "kubernetes": _kubernetes}[fmt](config, r)
+    r["env"] = {**deepspeed_job.ds_config_env(config, absolute=False), **r["env"]}
+    return r
+
+
+@dataclass(frozen=True)
+class DeepSpeedExport:
+    json: str  # the DeepSpeed config
+    files: dict[str, str]  # path -> text, for -o: the config, and a multi-node job's hostfile
+    commands: str  # shell lines (comments and commands) that run the job with that config
+
+
+def export_deepspeed(config: Config, output: str | None = None) -> DeepSpeedExport:
+    """The job's DeepSpeed config, and the commands that run it with that config:
+    DeepSpeed's `deepspeed` and `distrun launch --launcher deepspeed`. `output`: where the
+    config is to be written, a .json file or a folder (FOLDER/ds_config.json)."""
+    r = _checked(config, "deepspeed")
+    _deepspeed_can_run(config, r)
+    data, source = deepspeed_job.ds_config(config, r)
+    folder = output is not None and (output.endswith(os.sep) or os.path.isdir(output))
+    path = os.path.join(output, deepspeed_job.NAME) if output and folder else (
+        output or deepspeed_job.NAME)
+    files = {path: json.dumps(data, indent=2) + "\n"}
+    high = node_range(r["nnodes"])[1]
+    hostfile = os.path.join(os.path.dirname(path), "hostfile") if high > 1 else None
+    if hostfile:
+        files[hostfile] = ("# DeepSpeed hostfile: one line per node; with --no_ssh the names "
+                           "only count the nodes\n" + "".join(
+                               f"node{i} slots={r['nproc_per_node']}\n" for i in range(high)))
+    r["env"] = {**r["env"], "DS_CONFIG": path}
+    launch = ["distrun", "launch", *_launch_args({**r, "launcher": "deepspeed"})]
+    if high > 1:
+        launch += ["--nnodes", str(high), "--node-rank", str(r["node_rank"]),
+                   "--master-addr", r["master_addr"]]
+    prefix = " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(_user_env(r).items()))
+    where = (f"on every node with its own --node_rank (this one: node {r['node_rank']} of "
+             f"{high}), the hostfile beside the config") if high > 1 else "on this machine"
+    commands = (f"# DeepSpeed config: {path} (from {source})\n"
+                f"# DeepSpeed's launcher, {where}:\n"
+                f"{prefix} {shlex.join(_deepspeed_argv(r, hostfile))}\n"
+                "# the same job through distrun (ranks supervised, a failure named):\n"
+                f"{shlex.join([*launch, *_target(r)])}\n")
+    return DeepSpeedExport(json=files[path], files=files, commands=commands)
+
+
+def _deepspeed_can_run(config: Config, r: dict[str, Any]) -> None:
+    """Refuse what DeepSpeed's launcher cannot run (as `distrun launch` refuses it)."""
+    low, high = node_range(r["nnodes"])
+    nproc = r["nproc_per_node"]
+    if low != high or r["rdzv"]["endpoint"]:
+        raise InputError(f"{config.path}: DeepSpeed's launcher has no rendezvous: every node "
+                         "starts with node 0's address and its own rank",
+                         "set a fixed nnodes and master_addr, without rdzv.endpoint")
+    if r["max_restarts"]:
+        raise InputError(f"{config.path}: DeepSpeed's launcher restarts nothing "
+                         f"(max_restarts {r['max_restarts']})", "set max_restarts: 0")
+    if not isinstance(nproc, int) and (high > 1 or nproc == "cpu"):
+        raise InputError(f"{config.path}: DeepSpeed's launcher needs nproc_per_node as a "
+                         f"number here, not {nproc!r}", "set nproc_per_node: N")
+
+
+def _deepspeed_argv(r: dict[str, Any], hostfile: str | None) -> list[str]:
+    """DeepSpeed's `deepspeed` command (deepspeed 0.19.8's launcher/runner.py): without a
+    hostfile it runs on this machine only, at 127.0.0.1 (--num_nodes above 1 is refused);
+    across machines it needs a hostfile of `HOST slots=N` lines, and `--no_ssh --node_rank
+    R` starts each node's processes where it runs, as distrun does, instead of node 0
+    starting them all over pdsh, which passes few environment variables on. `--num_gpus`
+    left out (nproc_per_node auto or gpu): every GPU."""
+    argv = ["deepspeed"]
+    if hostfile:
+        argv += ["--hostfile", hostfile, "--no_ssh", "--node_rank", str(r["node_rank"]),
+                 "--num_nodes", str(node_range(r["nnodes"])[1]), "--master_addr",
+                 r["master_addr"]]
+    if isinstance(r["nproc_per_node"], int):
+        argv += ["--num_gpus", str(r["nproc_per_node"])]
+    if r["master_port"] or hostfile:
+        argv += ["--master_port", str(r["master_port"] or DEFAULT_MASTER_PORT)]
+    return [*argv, "--no_local_rank", *(["--module"] if r["module"] else []), r["script"],
+            *r["script_args"]]
 
 
 def _spec(r: dict[str, Any]) -> LaunchSpec:
@@ -91,7 +186,10 @@ def _torchrun(config: Config, r: dict[str, Any]) -> str:
     env = " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(_user_env(r).items()))
     where = f"node {r['node_rank']} of {r['nnodes']}" if node_range(r["nnodes"])[1] > 1 else \
         "a single node"
-    return (f"# torchrun command for {where}, from {config.path}\n"
+    note = ("# launcher: deepspeed in the file; torchrun runs a script converted --to "
+            "deepspeed too (DeepSpeed's own launcher: --format deepspeed)\n"
+            if r["launcher"] == "deepspeed" else "")
+    return (f"# torchrun command for {where}, from {config.path}\n{note}"
             f"{env + ' ' if env else ''}{shlex.join(argv)}\n")
 
 
@@ -121,7 +219,10 @@ def _accelerate(config: Config, r: dict[str, Any]) -> str:
                     main_process_port=r["master_port"] or DEFAULT_MASTER_PORT)
     elif r["master_port"]:
         data.update(main_process_port=r["master_port"])
-    return _comments(template("accelerate.yaml")) + yaml.safe_dump(data, sort_keys=True)
+    ds_config = r["env"].get("DS_CONFIG")
+    note = (f"#   with DS_CONFIG={shlex.quote(ds_config)} in the environment (the DeepSpeed "
+            "config the script reads)\n") if ds_config else ""
+    return _comments(template("accelerate.yaml")) + note + yaml.safe_dump(data, sort_keys=True)
 
 
 def _comments(text: str) -> str:

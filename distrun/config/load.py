@@ -265,8 +265,8 @@ def node_range(nnodes: Any) -> tuple[int, int]:
 
 
 def _cross_checks(config: Config) -> None:
-    """The launch rules across keys (those `distrun launch` applies too), then whether the
-    script is there."""
+    """The launch rules across keys (those `distrun launch` applies too), whether the
+    script is there, and the DeepSpeed config the job reads."""
     v, lines = config.resolved(), config.lines
 
     def add(key: str, message: str, severity: Literal["error", "warning"] = "error") -> None:
@@ -290,6 +290,9 @@ def _cross_checks(config: Config) -> None:
         here = Path(config.path).parent
         if not _exists(Path(script)) and not _exists(here / script):
             add("script", f"script {show(script)} does not exist (yet?)", "warning")
+    from distrun.config import deepspeed_job  # it reads DeepSpeed configs with this module
+
+    deepspeed_job.check(config, add)
 
 
 def _exists(path: Path) -> bool:

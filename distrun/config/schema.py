@@ -14,7 +14,12 @@ from typing import Any
 from distrun import launch_rules as rules
 from distrun.launch_rules import DEFAULT_MASTER_PORT, DEFAULTS, NPROC_WORDS
 
-__all__ = ["KEYS", "NPROC_WORDS", "Key", "defaults", "json_schema"]
+__all__ = ["DEEPSPEED_BUILT", "KEYS", "NPROC_WORDS", "Key", "defaults", "json_schema"]
+DEEPSPEED_OFFLOAD = ("none", "cpu")
+# The `deepspeed:` keys have no default of their own (left out: the config file decides);
+# a config built without a file takes these (clipping written out: DeepSpeed's is 1.0).
+DEEPSPEED_BUILT: dict[str, Any] = {"zero_stage": 2, "offload_optimizer": "none",
+                                   "gradient_clipping": 0.0, "gradient_accumulation_steps": 1}
 
 
 @dataclass(frozen=True)
@@ -92,6 +97,23 @@ KEYS: dict[str, Key] = {
         "restart_policy": Key("str", "Pod restart policy.", "OnFailure",
                               choices=("OnFailure", "Never", "Always", "ExitCode")),
         "working_dir": Key("str", "Working directory in the container."),
+    }),
+    "deepspeed": Key("section", "DeepSpeed: the config file the job reads ($DS_CONFIG), and "
+                     "the one `config export --format deepspeed` builds without a file.", keys={
+        "config": Key("str", "DeepSpeed config (JSON), relative to this file; the workers get "
+                      "its absolute path as DS_CONFIG (default: ds_config.json beside the "
+                      "script, where `convert --to deepspeed` writes it)."),
+        "zero_stage": Key("int", "ZeRO stage (default: the config file's; "
+                          f"{DEEPSPEED_BUILT['zero_stage']} in a built config).", minimum=0,
+                          maximum=3),
+        "offload_optimizer": Key("str", "ZeRO-Offload of the optimizer state (default: the "
+                                 "config file's; none in a built config).",
+                                 choices=DEEPSPEED_OFFLOAD),
+        "micro_batch": Key("int", "Batch per process, train_micro_batch_size_per_gpu (needed "
+                           "to build a config; default: the config file's).", minimum=1),
+        "gradient_clipping": Key("number", "Gradient clipping max_norm, 0.0 for none "
+                                 "(default: the config file's; 0.0 in a built config, not "
+                                 "DeepSpeed's 1.0).", minimum=0),
     }),
 }
 
