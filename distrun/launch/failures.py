@@ -58,15 +58,20 @@ def parse_failures(agent_output: str) -> list[Failure]:
 def exit_records(log_dir: str) -> list[Failure]:
     """The failed workers of a DeepSpeed-launched job, from the exit.json each worker's
     wrapper (`distrun.launch.rankrun`) wrote: the first to fail on its own is the root
-    cause; those the launcher stopped after it come next."""
+    cause (a rank that only lost a peer comes after those that did not); those the
+    launcher stopped come last."""
     records = []
     for path in Path(log_dir).glob("deepspeed/attempt_*/*/exit.json"):
         try:
             records.append(json.loads(path.read_text()))
         except (OSError, ValueError):
             continue
+    # A rank whose error is a lost peer failed because another did: never the first, even
+    # when its wrapper recorded its end first (on a loaded machine).
     failed = sorted((r for r in records if r.get("exit_code")),
-                    key=lambda r: (bool(r.get("stopped")), r.get("time", 0.0)))
+                    key=lambda r: (bool(r.get("stopped")),
+                                   lost_peer(read_error(log_dir, int(r["local_rank"]))) is not None,
+                                   r.get("time", 0.0)))
     failures = [Failure(rank=int(r["rank"]), local_rank=int(r["local_rank"]),
                         host=str(r["host"]), exit_code=int(r["exit_code"]))
                 for r in failed]

@@ -95,3 +95,22 @@ def test_hang_detector_stops_a_silent_job(tmp_path: Path) -> None:
     assert result.returncode == 124, result.stderr
     assert "no output from any rank for 4 s" in result.stderr
     assert leftovers(tmp_path) == []
+
+
+def test_a_rank_that_only_lost_its_peer_is_not_the_first_failure(tmp_path: Path) -> None:
+    """On a loaded machine the wrapper of the rank that waited in a collective can record
+    its end before the wrapper of the rank that raised: the lost peer still comes second."""
+    from distrun.launch.failures import exit_records
+
+    errors = {0: "Traceback (most recent call last):\nRuntimeError: [../gloo/transport/tcp/"
+                 "pair.cc:534] Connection closed by peer [127.0.0.1]:4242",
+              1: "Traceback (most recent call last):\nValueError: boom on purpose in rank 1"}
+    for local, error in errors.items():
+        folder = tmp_path / "deepspeed" / "attempt_0" / str(local)
+        folder.mkdir(parents=True)
+        (folder / "stderr.log").write_text(error + "\n")
+        (folder / "exit.json").write_text(json.dumps({
+            "rank": local, "local_rank": local, "host": "h", "exit_code": 1,
+            "time": 100.0 + local}))  # rank 0's wrapper recorded first
+    failures = exit_records(str(tmp_path))
+    assert [(f.rank, f.root_cause) for f in failures] == [(1, True), (0, False)]
