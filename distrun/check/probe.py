@@ -176,10 +176,27 @@ def _record_params(state: _State, optimizer: torch.optim.Optimizer, entry: _Opti
         entry.params = _zero_model_params(optimizer)
         entry.names = _names(entry.params or params)
     params = entry.params or params
-    values = {name: fingerprint(p) for name, p in zip(entry.names, params, strict=True)}
+    named = list(zip(entry.names, params, strict=True))
+    values = {name: fingerprint(p) for name, p in named if not _sharded(p)}
     group = torch.distributed.is_available() and torch.distributed.is_initialized()
     state.fact("params", optimizer=entry.index, step=entry.steps, group=bool(group),
-               values=values)
+               values=values, sharded=len(named) - len(values))
+
+
+def _sharded(param: torch.Tensor) -> bool:
+    """A ZeRO-3 parameter held as this rank's shard (the module's tensor is empty): its
+    shards differ by design, and gathering it would add a collective to the job."""
+    whole = getattr(param, "ds_numel", None)
+    return whole is not None and param.numel() != whole or _fsdp_shard(param)
+
+
+def _fsdp_shard(param: torch.Tensor) -> bool:
+    """An FSDP2 parameter: a DTensor sharded over the ranks. Each rank's local shard is
+    its own by design, and `full_tensor()` would add a collective to the job; a parameter
+    FSDP2 does not hold (a model left unsharded) is a plain tensor, compared as usual."""
+    placements = getattr(param, "placements", None)
+    return placements is not None and any(
+        getattr(p, "is_shard", lambda: False)() for p in placements)
 
 
 def _zero_model_params(optimizer: torch.optim.Optimizer) -> list[torch.Tensor] | None:

@@ -117,5 +117,9 @@ class Session:
         return len(self.checker.ranks) if self.checker is not None else 0
 
     @property
+    def sharded_params(self) -> int:
+        return self.checker.sharded if self.checker is not None else 0
+
+    @property
     def optimizer_steps(self) -> int:
         return self.checker.steps if self.checker is not None else 0

@@ -44,6 +44,7 @@ class RankFacts:
     epochs: dict[Key, list[tuple[int | None, bool]]] = field(default_factory=dict)
     writes: dict[str, str] = field(default_factory=dict)  # path -> file:line
     steps: int = 0  # of the first optimizer, when the rank ended
+    sharded: int = 0  # parameters left out of the comparison (ZeRO-3 shards)
 
     def add(self, fact: dict[str, Any]) -> None:
         kind = fact["kind"]
@@ -53,6 +54,7 @@ class RankFacts:
         elif kind == "params":
             self.params[(int(fact["optimizer"]), int(fact["step"]))] = (
                 bool(fact["group"]), {str(k): str(v) for k, v in fact["values"].items()})
+            self.sharded = max(self.sharded, int(fact.get("sharded", 0)))
         elif kind == "loader":
             self.loaders[key] = LoaderFacts(
                 str(fact["first"]), _int(fact.get("batch")), _int(fact.get("length")),
@@ -121,6 +123,11 @@ class Checker:
         return max([0, *(facts.steps for facts in self.ranks.values()),
                     *(step for facts in self.ranks.values() for (opt, step) in facts.params
                       if opt == 0)])
+
+    @property
+    def sharded(self) -> int:
+        """Parameters no rank could compare: ZeRO-3 held them as shards at every step."""
+        return max([0, *(facts.sharded for facts in self.ranks.values())])
 
     # -- judging ----------------------------------------------------------------------
 

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 import click
 
+from distrun.cli.term import want_json
 from distrun.errors import InputError
 from distrun.launch_rules import LAUNCHERS, MIXED_PRECISION
 
@@ -45,10 +46,16 @@ def config() -> None:
 @click.option("--master-port", type=int, help="Port on node 0.")
 @click.option("--mixed-precision", type=click.Choice(MIXED_PRECISION))
 def init(output: str, force: bool, non_interactive: bool, **given: str | int | None) -> int:
-    """Write a launch config, asking only what it cannot detect."""
+    """Write a launch config, asking only what it cannot detect.
+
+    \b
+    With no terminal to ask on (input from a pipe that ends, or /dev/null), it stops
+    with exit code 2: pass --non-interactive to use the flags and the defaults.
+    """
+    import shlex
     from pathlib import Path
 
-    from distrun.config.init import answers_to_yaml, ask, detected_defaults
+    from distrun.config.init import answers_to_yaml, ask, detected_defaults, missing
     from distrun.files import write_atomic
 
     if Path(output).exists() and not force:
@@ -57,7 +64,19 @@ def init(output: str, force: bool, non_interactive: bool, **given: str | int | N
     values = detected_defaults()
     values.update({k: v for k, v in given.items() if v is not None})
     if not non_interactive:
-        values = ask(values, given)
+        try:
+            values = ask(values, given)
+        except click.exceptions.Abort as abort:
+            if not isinstance(abort.__context__, EOFError):
+                raise  # Ctrl-C
+            click.echo()  # end the unanswered prompt's line
+            raise InputError("config init asks questions, but its input ended before the "
+                             "answers (no terminal?); nothing written",
+                             "run it in a terminal, or pass --non-interactive (the flags "
+                             "given and the defaults, no question)") from None
+    problem = missing(values)
+    if problem is not None:
+        raise InputError(*problem)
     text = answers_to_yaml(values)
     from distrun.config.load import parse
 
@@ -65,13 +84,22 @@ def init(output: str, force: bool, non_interactive: bool, **given: str | int | N
     if problems:
         raise InputError(f"these answers do not make a valid config: {problems[0].message}")
     write_atomic(output, text.encode(), backup=force, force=force)
-    click.echo(f"wrote {output}; check it with `distrun config validate {output}`")
+    quoted = shlex.quote(output)
+    click.echo(f"wrote {output}")
+    click.echo(f"check it:  distrun config validate {quoted}")
+    nnodes = str(values.get("nnodes") or 1)
+    if nnodes in ("1", "1:1"):
+        click.echo(f"run it:    distrun launch --config {quoted}")
+    else:
+        click.echo(f"run it:    distrun launch --config {quoted} --node-rank R   # on node R "
+                   f"of {nnodes}, node 0 first")
     return 0
 
 
 @config.command()
 @file_argument
-@click.option("--json", "as_json", is_flag=True, help="Print the problems as JSON.")
+@click.option("--json", "as_json", is_flag=True, callback=want_json,
+              help="Print the problems as JSON.")
 @click.option("--world-size", type=click.IntRange(min=1), metavar="N",
               help="DeepSpeed config: check its batch sizes against N processes in all.")
 def validate(file: str, as_json: bool, world_size: int | None) -> int:
@@ -109,7 +137,8 @@ def validate(file: str, as_json: bool, world_size: int | None) -> int:
 
 @config.command()
 @file_argument
-@click.option("--json", "as_json", is_flag=True, help="JSON instead of YAML.")
+@click.option("--json", "as_json", is_flag=True, callback=want_json,
+              help="JSON instead of YAML.")
 def show(file: str, as_json: bool) -> int:
     """Print FILE's config with every default filled in."""
     import json
@@ -158,11 +187,14 @@ def export(file: str, fmt: str, output: str | None, force: bool) -> int:
     """
     from pathlib import Path
 
+    from distrun.cli import term
     from distrun.config.exports import export as render_export
-    from distrun.config.exports import export_deepspeed
+    from distrun.config.exports import export_deepspeed, not_carried
     from distrun.files import needs_writing, write_atomic
 
     cfg = load_valid(file)
+    for lost in not_carried(cfg, fmt):
+        term.echo(f"distrun: warning: --format {fmt}: not carried: {lost}")
     to_stdout = output in (None, "-")
     commands = ""
     if fmt == "deepspeed":

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
+from distrun.cli.term import want_json
 from distrun.convert.options import OPTIONS, options_from
 from distrun.errors import EXIT_FOUND_WORK, EXIT_NOT_CONVERTED, EXIT_OK, InputError
 
@@ -22,6 +23,9 @@ def convert_options(command: F) -> F:
         if option.is_flag:
             command = click.option(option.flag, option.field, is_flag=True,
                                    help=option.help)(command)
+        elif option.metavar is not None:
+            command = click.option(option.flag, option.field, metavar=option.metavar,
+                                   default=None, help=option.help)(command)
         else:
             command = click.option(option.flag, option.field, type=click.Choice(option.choices),
                                    default=option.default,
@@ -50,7 +54,8 @@ def convert_options(command: F) -> F:
               "the copy is of DIR.")
 @convert_options
 @click.option("--report", "report_format", type=click.Choice(["text", "json"]), default="text",
-              show_default=True, help="Format of the change report.")
+              show_default=True, callback=want_json, help="Format of the change report "
+              "(json: an error is a JSON object on stdout too).")
 def convert(script: str, output: str | None, in_place: bool, no_backup: bool, show_diff: bool,
             check: bool, force: bool, root: str | None, report_format: str,
             **chosen: Any) -> int:
@@ -78,7 +83,7 @@ def convert(script: str, output: str | None, in_place: bool, no_backup: bool, sh
     """
     from pathlib import Path
 
-    from distrun.cli import render
+    from distrun.cli import render, term
     from distrun.convert import convert_source
     from distrun.convert.project import find_modules
     from distrun.files import default_output, read_script, same_file, write_atomic
@@ -94,7 +99,9 @@ def convert(script: str, output: str | None, in_place: bool, no_backup: bool, sh
     try:
         options = options_from(chosen)
     except ValueError as err:
-        raise InputError(str(err), "add --to deepspeed, or leave the option out") from None
+        raise InputError(str(err), "add the --to it applies to, or leave the option "
+                         "out") from None
+    _exists(script)
     if script.endswith(".ipynb"):
         from distrun.cli.convert_notebook import convert_notebook_command
 
@@ -115,6 +122,7 @@ def convert(script: str, output: str | None, in_place: bool, no_backup: bool, sh
                                        force, report_format, options, root)
     result = convert_source(source.text, script, options)
     written: str | None = None
+    target_file: str | None = None
     report_to_stderr = output == "-" or show_diff
 
     if check or show_diff:
@@ -132,8 +140,33 @@ def convert(script: str, output: str | None, in_place: bool, no_backup: bool, sh
         written = target_file + "".join(f" (and {name})" for name in beside)
 
     if show_diff:
-        click.echo(render.unified_diff(result.source, result.output, script), nl=False)
-    return show_report(result, script, written, report_format, report_to_stderr, check)
+        term.echo_diff(render.unified_diff(result.source, result.output, script))
+    code = show_report(result, script, written, report_format, report_to_stderr, check)
+    if target_file is not None and report_format == "text" and result.status == "converted":
+        for line in render.next_steps(result, target_file, options.target, _gpus()):
+            click.echo(line)
+    return code
+
+
+def _exists(script: str) -> None:
+    """A SCRIPT that does not exist: the closest name beside it, if one is close."""
+    from pathlib import Path
+
+    from distrun.launch.validate import closest_file
+
+    path = Path(script)
+    if path.exists():
+        return
+    close = closest_file(path)
+    raise InputError(f"{script}: no such file", f"did you mean {close}?" if close
+                     else "check the path")
+
+
+def _gpus() -> int:
+    """GPUs here, from nvidia-smi (no torch import)."""
+    from distrun.config.init import gpu_count
+
+    return gpu_count()
 
 
 def write_beside(files: Mapping[str, str], output: str, force: bool,

@@ -20,7 +20,7 @@ def default_folder(root: Path, target: str) -> Path:
 def convert_project_command(script: str, output: str | None, in_place: bool, no_backup: bool,
                             show_diff: bool, check: bool, force: bool, report_format: str,
                             options: ConvertOptions, root: str | None = None) -> int:
-    from distrun.cli import render
+    from distrun.cli import render, term
     from distrun.cli.convert import write_beside
     from distrun.convert.project import convert_project
     from distrun.files import write_atomic
@@ -53,7 +53,7 @@ def convert_project_command(script: str, output: str | None, in_place: bool, no_
         written, left_out = str(out), copied.left_out
     stream = show_diff  # the diff goes to stdout, the report then to stderr
     if show_diff:
-        click.echo(render.project_diff(result, shown), nl=False)
+        term.echo_diff(render.project_diff(result, shown))
     if report_format == "json":
         click.echo(render.project_json(result, shown, written, left_out), err=stream)
     else:

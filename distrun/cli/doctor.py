@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import click
 
+from distrun.cli.term import want_json
 from distrun.launch_rules import DEFAULT_MASTER_PORT
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
-@click.option("--json", "as_json", is_flag=True, help="Print the checks as a JSON list.")
+@click.option("--json", "as_json", is_flag=True, callback=want_json,
+              help="Print the checks as a JSON list (an error: a JSON object).")
 @click.option("--config", "config_file", type=click.Path(dir_okay=False),
               help="Check against a launch config (distrun.yaml).")
 @click.option("--master-addr", help="Node 0's address (default 127.0.0.1).")
@@ -29,7 +31,7 @@ def doctor(as_json: bool, config_file: str | None, master_addr: str | None,
     """
     import json
 
-    from distrun.cli import render
+    from distrun.cli import render, term
     from distrun.doctor import Context, run_checks
 
     ctx = Context(master_addr=master_addr, master_port=master_port,
@@ -44,9 +46,13 @@ def doctor(as_json: bool, config_file: str | None, master_addr: str | None,
         ctx.master_port = ctx.master_port or values["master_port"]
         ctx.nproc_per_node = ctx.nproc_per_node or str(values["nproc_per_node"])
         ctx.nnodes = nnodes or node_range(values["nnodes"])[1]
-    results = run_checks(ctx)
     if as_json:
+        results = run_checks(ctx)
         click.echo(json.dumps([r.to_json() for r in results], indent=2))
-    else:
-        click.echo(render.doctor_table(results))
+    else:  # each check printed as soon as it is known
+        color = term.colour(err=False)
+        results = run_checks(ctx, done=lambda r: click.echo(render.doctor_row(r, color),
+                                                            color=color))
+        click.echo("")
+        click.echo(render.doctor_summary(results))
     return 1 if any(r.status == "fail" for r in results) else 0

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 import click
 
+from distrun.cli.term import want_report_file
 from distrun.errors import EXIT_CHECK_FOUND, InputError
 from distrun.launch_rules import (
     DEFAULT_MASTER_PORT,
@@ -12,6 +15,10 @@ from distrun.launch_rules import (
     MIXED_PRECISION,
     RDZV_BACKENDS,
 )
+
+if TYPE_CHECKING:
+    from distrun.launch.output import Shown
+    from distrun.launch.spec import LaunchRequest, LaunchSpec
 
 NPROC_HELP = ("Processes on this node: a number, or auto (one per visible GPU; 1 on a "
               "CPU-only machine), gpu (one per GPU), cpu (one per CPU core).")
@@ -28,10 +35,39 @@ def _pairs(_ctx: click.Context, param: click.Parameter, values: tuple[str, ...]
     return pairs
 
 
+def _rank_list(_ctx: click.Context, param: click.Parameter, value: str | None
+               ) -> frozenset[int] | None:
+    """`0`, `0,2`, `1-3`: a set of local ranks."""
+    if value is None:
+        return None
+    ranks: set[int] = set()
+    for part in value.split(","):
+        low, dash, high = part.strip().partition("-")
+        if not (low.isdigit() and (not dash or high.isdigit())):
+            raise InputError(f"--ranks {value!r}: expected local ranks such as 0, 0,2 or 1-3")
+        ranks.update(range(int(low), int(high if dash else low) + 1))
+    return frozenset(ranks)
+
+
+class LaunchCommand(click.Command):
+    """`distrun launch`: notes whether `--` ended distrun's options (then, with a config
+    that names the script, everything after it is the script's arguments)."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        raw = list(args)
+        rest = super().parse_args(ctx, args)
+        given = (ctx.params.get("script") is not None) + len(ctx.params.get("script_args") or ())
+        ctx.meta["distrun.dashdash"] = given > 0 and len(raw) > given and raw[-given - 1] == "--"
+        return rest
+
+
 HELP = f"""Run SCRIPT [SCRIPT_ARGS...] on many processes and nodes, and supervise it.
 
 \b
-Everything after SCRIPT goes to the script ('--' works too). Examples:
+Everything after SCRIPT goes to the script ('--' works too). With --config
+naming the script, everything after '--' goes to it:
+  distrun launch --config distrun.yaml -- --epochs 5
+Examples:
   distrun launch --nproc-per-node 2 train_ddp.py --epochs 3
   distrun launch --nnodes 2 --node-rank 0 --master-addr 10.0.0.1 train_ddp.py
   distrun launch --nnodes 2 --rdzv-endpoint 10.0.0.1:{DEFAULT_RDZV_PORT} train_ddp.py  # every node
@@ -46,8 +82,9 @@ Exit codes: 0 success; 1 a rank failed; 2 bad input (nothing started);
 """
 
 
-@click.command(help=HELP, context_settings={"help_option_names": ["-h", "--help"],
-                                            "allow_interspersed_args": False})
+@click.command(cls=LaunchCommand, help=HELP,
+               context_settings={"help_option_names": ["-h", "--help"],
+                                 "allow_interspersed_args": False})
 @click.option("--nproc-per-node", metavar="N|auto|gpu|cpu", help=NPROC_HELP)
 @click.option("--nnodes", metavar="N|MIN:MAX", help="Number of nodes (MIN:MAX: elastic, "
               "needs --rdzv-endpoint).")
@@ -73,7 +110,13 @@ Exit codes: 0 success; 1 a rank failed; 2 bad input (nothing started);
 @click.option("--env", "env", multiple=True, metavar="KEY=VALUE", callback=_pairs,
               help="Environment variable for the workers (repeatable).")
 @click.option("--timeout", type=float, metavar="SECONDS", help="Stop a job that prints nothing "
-              "for this long (hang detector).")
+              "for this long (hang detector; a rank's silence counts from its first line, or "
+              "after 30 s of start-up).")
+@click.option("--ranks", "ranks", metavar="LIST", callback=_rank_list, help="Show the output "
+              "of these local ranks only (0, 0,2 or 1-3; like torchrun's --local-ranks-filter); "
+              "every rank's is kept with --log-dir.")
+@click.option("--rank-prefix", is_flag=True, help="Start each line of the ranks' output with "
+              "[rank N].")
 @click.option("--config", "config_file", type=click.Path(dir_okay=False),
               help="A launch config (distrun.yaml); flags override its values.")
 @click.option("-m", "module", is_flag=True, help="SCRIPT is a module name, as in python -m.")
@@ -82,48 +125,40 @@ Exit codes: 0 success; 1 a rank failed; 2 bad input (nothing started);
 @click.option("--check-steps", type=click.IntRange(min=1), metavar="K", help="With --check "
               "(implied): end the job after K optimizer steps.")
 @click.option("--report-json", type=click.Path(dir_okay=False), metavar="PATH",
-              help="Also write the end report (failures, findings) as JSON to PATH.")
+              callback=want_report_file, help="Also write the end report (failures, "
+              "findings; or the error, when nothing started) as JSON to PATH.")
 @click.option("--dry-run", is_flag=True, help="Print the command and environment; start nothing.")
 @click.argument("script", required=False)
 @click.argument("script_args", nargs=-1, type=click.UNPROCESSED)
 def launch(script: str | None, script_args: tuple[str, ...], dry_run: bool, module: bool,
            env: dict[str, str], rdzv_conf: dict[str, str], config_file: str | None,
            check: bool, check_steps: int | None, report_json: str | None,
-           **options: object) -> int:
+           ranks: frozenset[int] | None, rank_prefix: bool, **options: object) -> int:
     """`distrun launch`: the request from the config file and the flags, resolved, run."""
     from distrun.check.session import Session
-    from distrun.cli import render
+    from distrun.cli import render, term
     from distrun.launch import backends
     from distrun.launch.resolve import resolve
-    from distrun.launch.runner import run
-    from distrun.launch.spec import LaunchRequest
+    from distrun.launch.runner import make_log_dir, run
 
-    request = LaunchRequest()
-    if config_file is not None:
-        from distrun.cli.config import load_valid
-        from distrun.config.exports import request_from
-
-        request = request_from(load_valid(config_file))
-    for name, value in options.items():
-        if value is not None:
-            setattr(request, name, value)
-    request.env = {**request.env, **env}
-    request.rdzv_conf = {**request.rdzv_conf, **rdzv_conf}
-    if script is not None:
-        request.script, request.script_args, request.module = script, script_args, module
+    request = _request(config_file, options, env, rdzv_conf, script, script_args, module)
     spec = resolve(request)
+    shown = _shown(spec, ranks, rank_prefix)
     session = Session.start(spec, _long_options(), check, check_steps)
     command = session.instrument(backends.build(spec))
+    if not dry_run:
+        make_log_dir(spec)  # a bad --log-dir is said before anything else
     for note in spec.notes:
         click.echo(f"distrun: {note}", err=True)
     for finding in session.findings:
-        click.echo(render.finding(finding, warning=True), err=True)
+        term.echo(render.finding(finding, warning=True))
     if dry_run:
         click.echo(render.dry_run(command))
         session.close()
         return 0
     try:
-        result = run(command, spec, watch=lambda: [render.finding(f) for f in session.poll()])
+        result = run(command, spec, shown=shown,
+                     watch=lambda: [term.heads(render.finding(f)) for f in session.poll()])
         found = session.finish(result.printed)
     finally:
         session.close()
@@ -131,13 +166,60 @@ def launch(script: str | None, script_args: tuple[str, ...], dry_run: bool, modu
         render.launch_report(result, spec),
         render.check_report(session, found, result.exit_code == 0)) if line)
     if report:
-        click.echo(report, err=True)
+        term.echo(report)
     code = result.exit_code
     if code == 0 and session.check and session.findings:
         code = EXIT_CHECK_FOUND
+    if result.reason == "ok":
+        click.echo(render.done_line(result, spec, code), err=True, color=term.colour())
     if report_json is not None:
         _write_json(report_json, render.launch_record(result, session, code))
     return code
+
+
+def _request(config_file: str | None, options: dict[str, Any], env: dict[str, str],
+             rdzv_conf: dict[str, str], script: str | None, script_args: tuple[str, ...],
+             module: bool) -> LaunchRequest:
+    """The LaunchRequest: the config file's values (each noted with its FILE:LINE), the
+    flags over them."""
+    from distrun.launch.spec import LaunchRequest
+
+    request = LaunchRequest()
+    if config_file is not None:
+        from distrun.cli.config import load_valid
+        from distrun.config.exports import request_from
+
+        cfg = load_valid(config_file)
+        request = request_from(cfg)
+        request.origin = {key: f"{config_file}:{line}" for key, line in cfg.lines.items()}
+    for name, value in options.items():
+        if value is not None:
+            setattr(request, name, value)
+            request.origin.pop(name, None)
+    request.env = {**request.env, **env}
+    request.rdzv_conf = {**request.rdzv_conf, **rdzv_conf}
+    after_dashdash = click.get_current_context().meta.get("distrun.dashdash", False)
+    if script is not None and after_dashdash and config_file is not None and request.script:
+        request.script_args = (script, *script_args)  # `-- ARGS`: the config's script's
+    elif script is not None:
+        request.script, request.script_args, request.module = script, script_args, module
+    return request
+
+
+def _shown(spec: LaunchSpec, ranks: frozenset[int] | None, prefix: bool) -> Shown:
+    """Whose output is shown, and tagged how (a global rank where this node's first is
+    known: a static rendezvous with a number of processes)."""
+    from distrun.launch.output import Shown
+
+    nproc = spec.nproc_per_node
+    if not isinstance(nproc, int):  # a word only in exports; resolve counts it here
+        return Shown(ranks=ranks, prefix=prefix, offset=None)
+    missing = sorted(r for r in ranks or () if r >= nproc)
+    if missing:
+        raise InputError(f"--ranks: local rank {missing[0]} does not exist here",
+                         f"this node runs local ranks 0..{nproc - 1}")
+    offset = spec.node_rank * nproc if spec.rdzv_backend == "static" else None
+    return Shown(ranks=ranks, prefix=prefix, offset=offset)
 
 
 def _write_json(path: str, record: dict[str, object]) -> None:

@@ -7,6 +7,8 @@ import json
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
+from distrun.cli.term import paint
+
 if TYPE_CHECKING:
     from pathlib import Path
 
@@ -57,6 +59,24 @@ def summary(result: ConvertResult, filename: str, written: str | None) -> str:
     where = f" -> {written}" if written else ""
     counts = f"{_count(len(result.changes), 'change')}, {_count(warnings, 'warning')}"
     return f"{filename}{where}: {counts}"
+
+
+def next_steps(result: ConvertResult, written: str, target: str, gpus: int) -> list[str]:
+    """After a conversion: the command that launches the new script, and, when each rank
+    now reads its share of the data, what that does to the batch (one line each)."""
+    import shlex
+
+    launcher = [] if target in ("ddp", "fsdp") else ["--launcher", target]  # fsdp: torchrun
+    nproc = "gpu" if gpus else "2"
+    where = f"one process per GPU ({gpus} here)" if gpus else "2 processes on this CPU"
+    command = shlex.join(["distrun", "launch", "--nproc-per-node", nproc, *launcher, written])
+    lines = [f"next: {command}   # {where}"]
+    if any("global batch is batch_size x WORLD_SIZE" in c.message  # DistributedSampler
+           or "the loaders are sharded" in c.message for c in result.changes):  # accelerate
+        lines.append("batch: each process reads batch_size samples per step, so a step sees "
+                     "batch_size x processes in all: scale the learning rate with it, or "
+                     "divide batch_size by the number of processes to train as before")
+    return lines
 
 
 def _count(number: int, noun: str) -> str:
@@ -145,6 +165,19 @@ def launch_report(result: RunResult, spec: LaunchSpec) -> str:
     return "\n".join(lines)
 
 
+def done_line(result: RunResult, spec: LaunchSpec, exit_code: int) -> str:
+    """The one line that ends a job that ran to its end: ranks, time, exit code."""
+    nproc = spec.nproc_per_node
+    ranks = _count(nproc, "rank") if isinstance(nproc, int) else f"{nproc} ranks"
+    if spec.max_nodes > 1:
+        node = f"node {spec.node_rank} of {spec.nnodes}" if spec.rdzv_backend == "static" \
+            else f"{spec.nnodes} nodes"
+        ranks += f" on this node ({node})"
+    why = " (--check found a problem)" if exit_code == 3 else ""
+    return paint(f"distrun: done: {ranks}, {result.seconds:.1f} s, exit code {exit_code}{why}",
+                 "ok" if exit_code == 0 else "warning")
+
+
 def _port_taken_lines(result: RunResult, spec: LaunchSpec) -> list[str]:
     what = "master port" if result.detail == str(spec.master_port) else "port"
     return [f"distrun: error: {what} {result.detail} was taken by another process after "
@@ -167,6 +200,16 @@ def _hung_lines(result: RunResult, spec: LaunchSpec) -> list[str]:
                 "--nnodes"]
     lines = [f"distrun: error: the job made no progress: {result.detail}; it was stopped "
              "(--timeout)"]
+    if not result.any_output:  # nothing had started: no collective to blame
+        from distrun.launch.progress import STARTUP_GRACE_SECONDS
+
+        return lines + [
+            "  no rank had printed a line yet: the job was still starting (importing, "
+            "loading data, setting up the process group) or stuck before its first line",
+            f"  hint: if its start-up takes longer than --timeout plus "
+            f"{STARTUP_GRACE_SECONDS:g} s, pass a larger --timeout (silence counts from a "
+            "rank's first line); if it is stuck in init_process_group, check that every "
+            "rank reaches the master address (`distrun doctor`)"]
     return lines + (_ended_early_lines(result, "had already ended (exit code 0) while the "
                                        "others waited for it") or [
         "  hint: a rank may be waiting in a collective another rank never joins; "
@@ -176,13 +219,17 @@ def _hung_lines(result: RunResult, spec: LaunchSpec) -> list[str]:
 def _failed_lines(result: RunResult, spec: LaunchSpec) -> list[str]:
     lines = [f"distrun: error: the job failed after {result.seconds:.1f} s"]
     for failure in result.failures:
-        cause = "first failure" if failure.root_cause else "also stopped"
+        cause = f"[{failure.cause}]"
+        if failure.root_cause:
+            cause = paint(cause, "first")
         lines.append(f"  rank {failure.rank} (local rank {failure.local_rank}) on "
-                     f"{failure.host}: {failure.how} [{cause}]")
-        if failure.error:
+                     f"{failure.host}: {failure.how} {cause}")
+        if failure.error and failure.root_cause:
             lines += [f"    | {line}" for line in failure.error.splitlines()]
             lines += _lost_peer_lines(failure.error, spec)
             lines += _missing_gpu_lines(failure.error, failure.local_rank, spec)
+        elif failure.error and failure.cause == "also failed":  # its own error, in brief
+            lines.append(f"    | {failure.error.splitlines()[-1]}")
     lines += _ended_early_lines(result, "exit code 0 while the others still ran "
                                 "[ended early]")
     if result.detail:
@@ -277,8 +324,10 @@ def check_report(session: Session, found_at_end: list[rules.Finding], job_ok: bo
                 "a node and this node runs one (try a short run of 2 or more processes on "
                 "one node: --nnodes 1 --nproc-per-node 2 --check-steps 5)")
     if not session.findings:
+        unseen = (f"; {_count(session.sharded_params, 'parameter')} not compared: ZeRO-3 "
+                  "holds them as shards") if session.sharded_params else ""
         return (f"distrun: check: {done}, no problem found (checks run: "
-                f"{', '.join(session.checks_run)})")
+                f"{', '.join(session.checks_run)}{unseen})")
     lines = [f"distrun: check: {done}: {len(session.findings)} problem"
              f"{'s' if len(session.findings) > 1 else ''} found"]
     lines += [finding(f, fix=True) for f in session.findings]
@@ -297,18 +346,28 @@ def launch_record(result: RunResult, session: Session, exit_code: int) -> dict[s
     }
 
 
-def doctor_table(results: list[CheckResult]) -> str:
+DOCTOR_WIDTH = 18  # the longest check name ("launcher variables"); longer ones push out
+
+
+def doctor_row(r: CheckResult, color: bool = False) -> str:
+    """One check, as `doctor` prints it when it finishes: status, name, detail, the fix."""
     marks = {"ok": "ok  ", "warn": "WARN", "fail": "FAIL", "skip": "skip"}
-    width = max((len(r.name) for r in results), default=10)
-    lines = []
-    for r in results:
-        detail_lines = r.detail.splitlines() or [""]
-        lines.append(f"{marks[r.status]}  {r.name:<{width}}  {detail_lines[0]}")
-        lines += [f"{'':<{width + 8}}{more}" for more in detail_lines[1:]]
-        if r.hint and r.status in ("warn", "fail"):
-            lines.append(f"{'':<{width + 8}}-> {r.hint}")
-    counts = {s: sum(r.status == s for r in results) for s in marks}
-    lines.append("")
-    lines.append(f"{counts['ok']} ok, {counts['warn']} warnings, {counts['fail']} failed, "
-                 f"{counts['skip']} skipped")
+    kinds = {"ok": "ok", "warn": "warning", "fail": "error", "skip": "skip"}
+    width = max(DOCTOR_WIDTH, len(r.name))
+    mark = paint(marks[r.status], kinds[r.status], err=False) if color else marks[r.status]
+    detail_lines = r.detail.splitlines() or [""]
+    lines = [f"{mark}  {r.name:<{width}}  {detail_lines[0]}"]
+    lines += [f"{'':<{width + 8}}{more}" for more in detail_lines[1:]]
+    if r.hint and r.status in ("warn", "fail"):
+        lines.append(f"{'':<{width + 8}}-> {r.hint}")
     return "\n".join(lines)
+
+
+def doctor_summary(results: list[CheckResult]) -> str:
+    counts = {s: sum(r.status == s for r in results) for s in ("ok", "warn", "fail", "skip")}
+    return (f"{counts['ok']} ok, {_count(counts['warn'], 'warning')}, "
+            f"{counts['fail']} failed, {counts['skip']} skipped")
+
+
+def doctor_table(results: list[CheckResult]) -> str:
+    return "\n".join([*(doctor_row(r) for r in results), "", doctor_summary(results)])

@@ -63,6 +63,17 @@ def export(config: Config, fmt: str) -> str:
             "kubernetes": _kubernetes}[fmt](config, r)
 
 
+def not_carried(config: Config, fmt: str) -> list[str]:
+    """What the file sets that the `fmt` export cannot carry, one sentence each (the CLI
+    says them on standard error; the export itself is still written)."""
+    r = config.resolved()
+    lost = []
+    if r["timeout"] and fmt in ("torchrun", "accelerate"):
+        lost.append(f"timeout {r['timeout']:g}: {fmt} has no hang detector; `distrun launch "
+                    f"--config {config.path}` (or the slurm and kubernetes exports) applies it")
+    return lost
+
+
 def _checked(config: Config, fmt: str) -> dict[str, Any]:
     """The resolved config, once what every export needs is there."""
     if fmt not in FORMATS:
@@ -168,7 +179,7 @@ def _spec(r: dict[str, Any]) -> LaunchSpec:
         master_port=port, rdzv_backend="c10d" if endpoint else r["rdzv"]["backend"],
         rdzv_endpoint=endpoint, rdzv_id=r["rdzv"]["id"],
         rdzv_conf=tuple(sorted(r["rdzv"]["conf"].items())), max_restarts=r["max_restarts"],
-        log_dir=None, launcher=r["launcher"], mixed_precision=r["mixed_precision"],
+        log_dir=r["log_dir"], launcher=r["launcher"], mixed_precision=r["mixed_precision"],
         env=tuple(sorted(r["env"].items())),
     )
 
@@ -219,10 +230,25 @@ def _accelerate(config: Config, r: dict[str, Any]) -> str:
                     main_process_port=r["master_port"] or DEFAULT_MASTER_PORT)
     elif r["master_port"]:
         data.update(main_process_port=r["master_port"])
-    ds_config = r["env"].get("DS_CONFIG")
-    note = (f"#   with DS_CONFIG={shlex.quote(ds_config)} in the environment (the DeepSpeed "
-            "config the script reads)\n") if ds_config else ""
-    return _comments(template("accelerate.yaml")) + note + yaml.safe_dump(data, sort_keys=True)
+    return (_comments(template("accelerate.yaml")) + _accelerate_run(r)
+            + yaml.safe_dump(data, sort_keys=True))
+
+
+def _accelerate_run(r: dict[str, Any]) -> str:
+    """The `accelerate launch` line for the file, as a comment: what accelerate's config
+    has no key for (the script and its arguments, the environment, restarts, the rdzv
+    settings, the log folder) goes on the command line."""
+    env = _user_env(r)
+    env.pop("ACCELERATE_MIXED_PRECISION", None)  # the file's mixed_precision says it
+    argv = ["accelerate", "launch", "--config_file", "THIS_FILE"]
+    if r["max_restarts"]:
+        argv += ["--max_restarts", str(r["max_restarts"])]
+    if r["rdzv"]["conf"]:
+        argv += ["--rdzv_conf", ",".join(f"{k}={v}" for k, v in sorted(r["rdzv"]["conf"].items()))]
+    if r["log_dir"]:
+        argv += ["--log_dir", r["log_dir"], "--tee", "3"]
+    prefix = "".join(f"{k}={shlex.quote(v)} " for k, v in sorted(env.items()))
+    return f"#   {prefix}{shlex.join([*argv, *_target(r)])}\n"
 
 
 def _comments(text: str) -> str:
@@ -248,6 +274,8 @@ def _launch_args(r: dict[str, Any], with_env: bool = True) -> list[str]:
         args += ["--timeout", f"{r['timeout']:g}"]
     if r["master_port"]:
         args += ["--master-port", str(r["master_port"])]
+    if r["log_dir"]:
+        args += ["--log-dir", r["log_dir"]]
     for key, value in sorted(r["rdzv"]["conf"].items()):
         args += ["--rdzv-conf", f"{key}={value}"]
     if with_env:

@@ -52,6 +52,17 @@ def ask(values: dict[str, Any], given: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def missing(values: dict[str, Any]) -> tuple[str, str] | None:
+    """What a multi-node config lacks (node 0's address), as (message, hint); None if
+    nothing."""
+    nnodes = str(values.get("nnodes") or 1)
+    if nnodes in ("1", "1:1") or values.get("master_addr"):
+        return None
+    return (f"--nnodes {nnodes}: a multi-node config needs node 0's address; nothing written",
+            "add --master-addr HOST (node 0's address, reachable from every node; the slurm "
+            "and kubernetes exports take it from the job instead)")
+
+
 def _number(value: Any) -> Any:
     return int(value) if isinstance(value, str) and value.isdigit() else value
 

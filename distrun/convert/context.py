@@ -80,13 +80,18 @@ class Context:
     def deepspeed(self) -> bool:
         return self.options.target == "deepspeed"
 
+    @property
+    def fsdp(self) -> bool:
+        return self.options.target == "fsdp"
+
     def refuse(self, node: cst.CSTNode | None, message: str, fix: str) -> None:
         """Convert nothing: what is at `node` cannot be converted safely (the first
         reason found is kept)."""
         if self.refusal is None:
             where = self.facts.module_of(node) if node is not None else self.facts.entry
             line = self.facts.line(node) if node is not None else 1
-            self.refusal = (Finding(line, "deepspeed", "error", message, fix), where)
+            self.refusal = (Finding(line, self.options.target, "error", message, fix),
+                            where)
 
     def need(self, *keys: str, at: cst.CSTNode | None = None) -> None:
         """The module of `at` (default: the entry script) needs these imports (keys of

@@ -227,6 +227,11 @@ class Flow:
                 for t in elements:
                     self._bind(t)
             return
+        if isinstance(value, cst.IfExp):  # `raw = model.module if wrapped else model`
+            place = self._bind(target)
+            self._join(place, self._value_place(value.body))
+            self._join(place, self._value_place(value.orelse))
+            return
         self._join(self._bind(target), self._value_place(value))
 
     def _bind(self, target: cst.BaseExpression) -> Place | None:

@@ -37,6 +37,14 @@ IMPORTS: dict[str, Import] = {
                       "sampler"),
     "accelerator": Import("accelerate.Accelerator", "from accelerate import Accelerator", None),
     "deepspeed": Import("deepspeed", "import deepspeed", None),
+    **{name: Import(f"{module}.{name}", f"from {module} import {name}", None)
+       for module, names in (
+           ("torch.distributed.fsdp", ("fully_shard", "MixedPrecisionPolicy",
+                                       "register_fsdp_forward_method")),
+           ("torch.distributed.checkpoint.state_dict", (
+               "StateDictOptions", "get_model_state_dict", "get_optimizer_state_dict",
+               "set_model_state_dict", "set_optimizer_state_dict")))
+       for name in names},  # FSDP2 (--to fsdp)
 }
 
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 Amp = Literal["keep", "fp16", "bf16", "none"]
-Target = Literal["ddp", "accelerate", "deepspeed"]
+Target = Literal["ddp", "accelerate", "deepspeed", "fsdp"]
 
 
 @dataclass(frozen=True)
@@ -25,6 +25,7 @@ class ConvertOptions:
     eval_shard: bool = False  # shard evaluation loaders, all-reduce the loop's sums
     zero: int = 2  # deepspeed: the ZeRO stage
     offload_optimizer: str = "none"  # deepspeed: "cpu" keeps the optimizer's state in RAM
+    shard: str = "auto"  # fsdp: the block classes sharded one by one ("auto": found)
 
 
 @dataclass(frozen=True)
@@ -38,10 +39,11 @@ class Option:
     default: str | None = None  # the word chosen when the option is not given (None:
     # the field's own default, and the option counts as not given)
     values: tuple[Any, ...] = ()  # the field's value for each choice (default: the word)
+    metavar: str | None = None  # a free value (`--shard Block,Layer`), not a choice
 
     @property
     def is_flag(self) -> bool:
-        return not self.choices
+        return not self.choices and self.metavar is None
 
     def value(self, word: str) -> Any:
         """The field's value for the choice `word`."""
@@ -50,8 +52,9 @@ class Option:
 
 OPTIONS: tuple[Option, ...] = (
     Option("--to", "target", "Plain torch DistributedDataParallel, Hugging Face accelerate, "
-           "or DeepSpeed (ZeRO; writes ds_config.json beside the output).",
-           ("ddp", "accelerate", "deepspeed"), "ddp"),
+           "DeepSpeed (ZeRO; writes ds_config.json beside the output), or FSDP2 (fully_shard: "
+           "weights, gradients and optimizer state sharded).",
+           ("ddp", "accelerate", "deepspeed", "fsdp"), "ddp"),
     Option("--amp", "amp", "Mixed precision: keep the script's (deprecated torch.cuda.amp "
            "forms modernised), add fp16 / bf16 autocast, or remove it.",
            ("keep", "fp16", "bf16", "none"), "keep"),
@@ -62,10 +65,15 @@ OPTIONS: tuple[Option, ...] = (
            "shard with the sums all-reduced (both exact).", ("full", "shard"), "full",
            (False, True)),
     Option("--zero", "zero", "With --to deepspeed: the ZeRO stage (1: optimizer state "
-           "sharded, 2: gradients too) [default: 2].", ("1", "2"), None, (1, 2)),
+           "sharded, 2: gradients too, 3: weights too) [default: 2].", ("1", "2", "3"), None,
+           (1, 2, 3)),
     Option("--offload-optimizer", "offload_optimizer", "With --to deepspeed: keep the "
            "optimizer's state and step on the CPU (ZeRO-Offload) [default: none].",
            ("none", "cpu"), None),
+    Option("--shard", "shard", "With --to fsdp: the module classes sharded one by one (the "
+           "model's repeated blocks), comma-separated, or auto: a ModuleList or Sequential "
+           "of one class, nn.TransformerEncoderLayer/DecoderLayer [default: auto].",
+           metavar="auto|CLASS,..."),
     Option("--grad-accum-no-sync", "grad_accum_no_sync", "Skip the gradient all-reduce on "
            "micro-batches that do not step the optimizer (model.no_sync())."),
 )
@@ -79,6 +87,9 @@ def options_from(given: dict[str, Any]) -> ConvertOptions:
         raw = given.get(option.field)
         if option.is_flag:
             values[option.field] = bool(raw)
+        elif option.metavar is not None:
+            if raw is not None:
+                values[option.field] = str(raw)
         else:
             word = raw if raw is not None else option.default
             if word is not None:
@@ -88,10 +99,37 @@ def options_from(given: dict[str, Any]) -> ConvertOptions:
                       and given.get(o.field) is not None]
     if deepspeed_only and options.target != "deepspeed":
         raise ValueError(f"{' and '.join(deepspeed_only)} only apply to --to deepspeed")
+    if options.target == "deepspeed" and options.zero == 3 and options.eval_shard:
+        raise ValueError("--eval shard does not apply to --zero 3: each forward pass of the "
+                         "model gathers its weights from every rank, so every rank must "
+                         "evaluate the same batches (use --eval full, or --zero 2)")
     if options.target == "deepspeed" and options.grad_accum_no_sync:
         raise ValueError("--grad-accum-no-sync does not apply to --to deepspeed: DeepSpeed "
                          "already reduces the gradients only when the optimizer steps")
+    _check_fsdp(options, given)
     return options
+
+
+def _check_fsdp(options: ConvertOptions, given: dict[str, Any]) -> None:
+    """What does not go with --to fsdp, and --shard without it."""
+    if options.target != "fsdp":
+        if given.get("shard") is not None:
+            raise ValueError("--shard only applies to --to fsdp")
+        return
+    shard = options.shard.replace(" ", "")
+    if shard != "auto" and not all(name.isidentifier() for name in shard.split(",")):
+        raise ValueError(f"--shard takes auto or class names separated by commas, not "
+                         f"{options.shard!r}")
+    if options.amp == "fp16":
+        raise ValueError("--amp fp16 does not apply to --to fsdp: use --amp bf16 (FSDP2's "
+                         "MixedPrecisionPolicy, no loss scaling needed), keep or none")
+    if options.grad_accum_no_sync:
+        raise ValueError("--grad-accum-no-sync does not apply to --to fsdp (FSDP2 skips "
+                         "the reduction with model.set_requires_gradient_sync(False))")
+    if options.eval_shard:
+        raise ValueError("--eval shard does not apply to --to fsdp: every forward pass of "
+                         "a sharded model gathers weights from every rank, so each rank "
+                         "evaluates the full set")
 
 
 def parse_words(words: Sequence[str]) -> ConvertOptions:
@@ -108,6 +146,9 @@ def parse_words(words: Sequence[str]) -> ConvertOptions:
             given[option.field] = True
             continue
         choice = next(items, None)
+        if option.metavar is not None and choice is not None:
+            given[option.field] = choice
+            continue
         if choice not in option.choices:
             raise ValueError(f"{word} takes one of {', '.join(option.choices)}, not {choice!r}")
         given[option.field] = choice

@@ -108,11 +108,34 @@ def _version(text: str) -> tuple[int, ...]:
 def check_nproc(ctx: Context) -> Iterator[CheckResult]:
     if ctx.nproc_per_node is None or not ctx.nproc_per_node.isdigit():
         return
-    yield nproc_result(int(ctx.nproc_per_node), gpu_count())
+    yield nproc_result(int(ctx.nproc_per_node), gpu_count(), cpu_count(),
+                       ctx.environ.get("OMP_NUM_THREADS"))
 
 
-def nproc_result(nproc: int, gpus: int) -> CheckResult:
+def cpu_count() -> int:
+    """The CPUs this process may run on."""
+    import os
+
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:
+        return os.cpu_count() or 1
+
+
+def nproc_result(nproc: int, gpus: int, cpus: int | None = None, omp: str | None = None
+                 ) -> CheckResult:
+    """`nproc` processes against the GPUs, or on a CPU-only machine against the CPUs:
+    more GPU ranks than GPUs fail; more CPU ranks than CPUs oversubscribe them, even at
+    one thread each (torchrun's default; more threads: the cpu threads check)."""
     if gpus == 0:
+        threads = int(omp) if omp is not None and omp.isdigit() and int(omp) > 0 else 1
+        if cpus is not None and nproc > cpus:
+            each = f" x {threads} threads each" if threads > 1 else ""
+            return CheckResult("nproc_per_node", "warn", f"{nproc} CPU process(es){each} on "
+                               f"{cpus} CPU(s): oversubscribed", "the ranks take turns on the "
+                               "CPUs and every step waits for the slowest: use --nproc-per-node "
+                               f"{max(1, cpus // threads)} (or cpu: one per CPU), or a machine "
+                               "with more CPUs or GPUs")
         return CheckResult("nproc_per_node", "ok", f"{nproc} CPU process(es) with gloo")
     if nproc > gpus:
         return CheckResult("nproc_per_node", "fail", f"{nproc} processes but {gpus} GPU(s)",

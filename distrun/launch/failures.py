@@ -30,6 +30,20 @@ class Failure:
     exit_code: int
     root_cause: bool = False
     error: str = ""
+    stopped: bool = False  # ended by the launcher (a signal it sent), not by its own error
+
+    @property
+    def cause(self) -> str:
+        """How this rank's end relates to the job's failure: `first failure`; `also
+        stopped` (the launcher ended it); `lost peer` (its error is another's going away);
+        `also failed` (an error of its own)."""
+        if self.root_cause:
+            return "first failure"
+        if self.stopped or self.exit_code in (-signal.SIGTERM, -signal.SIGINT):
+            return "also stopped"
+        if self.error and lost_peer(self.error) is not None:
+            return "lost peer"
+        return "also failed"
 
     @property
     def how(self) -> str:
@@ -73,7 +87,8 @@ def exit_records(log_dir: str) -> list[Failure]:
                                    lost_peer(read_error(log_dir, int(r["local_rank"]))) is not None,
                                    r.get("time", 0.0)))
     failures = [Failure(rank=int(r["rank"]), local_rank=int(r["local_rank"]),
-                        host=str(r["host"]), exit_code=int(r["exit_code"]))
+                        host=str(r["host"]), exit_code=int(r["exit_code"]),
+                        stopped=bool(r.get("stopped")))
                 for r in failed]
     if failures:
         failures[0].root_cause = True

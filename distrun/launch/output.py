@@ -11,6 +11,7 @@ import re
 import sys
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import IO
 
 _TAG = re.compile(r"^\[[A-Za-z_]*(\d+)\]:")
@@ -31,15 +32,35 @@ _DEEPSPEED_LAUNCHER = re.compile(r"^\[\d{4}-\d\d-\d\d [\d:,]+\] \[[A-Z]+\] \[lau
 _AGENT_FRAMES = re.compile(r"^frame #\d+: |^<omitting python frames>$|^Exception raised from ")
 
 
+@dataclass(frozen=True)
+class Shown:
+    """Whose output is shown, and how: `ranks`, the local ranks shown (None: all; the
+    others' output is still in the log folder); `prefix`, each line tagged `[rank N]`
+    (N the global rank where `offset`, this node's first global rank, is known, else
+    `[local rank N]`)."""
+
+    ranks: frozenset[int] | None = None
+    prefix: bool = False
+    offset: int | None = 0
+
+    def tag(self, local_rank: int) -> str:
+        if not self.prefix:
+            return ""
+        if self.offset is None:
+            return f"[local rank {local_rank}] "
+        return f"[rank {self.offset + local_rank}] "
+
+
 class Watcher:
-    """Reads one of the launcher's streams: shows worker lines, keeps the launcher's own;
-    `progress(local_rank)` is called for each line of the job's (local_rank None where no
-    tag tells)."""
+    """Reads one of the launcher's streams: shows worker lines (those of the ranks `shown`
+    names), keeps the launcher's own; `progress(local_rank)` is called for each line of the
+    job's (local_rank None where no tag tells)."""
 
     def __init__(self, show: Callable[[str, bool], None],
-                 progress: Callable[[int | None], None]) -> None:
+                 progress: Callable[[int | None], None], shown: Shown | None = None) -> None:
         self.show = show
         self.progress = progress
+        self.shown = shown or Shown()
         self.agent_lines: list[str] = []
         self.in_agent_trace = False
         self.quiet = False  # set once distrun stops the job: its own report says why
@@ -58,8 +79,9 @@ class Watcher:
                     self.progress(int(tag[1]) if tag else None)
                 if tag:
                     text = line[tag.end():]
-                    if not self.quiet:
-                        self.show(text, to_stderr)
+                    rank = int(tag[1])
+                    if not self.quiet and (self.shown.ranks is None or rank in self.shown.ranks):
+                        self.show(self.shown.tag(rank) + text, to_stderr)
                     if not to_stderr and text.strip():
                         self._remember(text, int(tag[1]))
                     continue

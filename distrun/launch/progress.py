@@ -7,7 +7,10 @@ import torch and set up before they can print anything, which on a loaded machin
 take longer than a short --timeout. So CPU time spent by a process that is starting up
 (the launcher before any worker exists, a worker before its first line) counts as
 progress, up to STARTUP_CPU_SECONDS each; a process waiting (in a rendezvous, in a
-collective, in a sleep) uses next to none, and its silence counts.
+collective, in a sleep) uses next to none, and its silence counts. A worker's first
+STARTUP_GRACE_SECONDS (wall clock, from when it is first seen) before its first line are
+start-up whatever its CPU use (imports read from a cold disk, a data set loaded over the
+network): a rank's silence counts from its first line, or from the end of that grace.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from distrun.launch import procs
 SAMPLE_SECONDS = 0.5  # how often the processes are looked at
 BUSY_SHARE = 0.05  # CPU per second of wall time above which a starting process is busy
 STARTUP_CPU_SECONDS = 60.0  # CPU a process may spend starting up before silence counts
+STARTUP_GRACE_SECONDS = 30.0  # a worker's wall-clock start-up before its first line
 
 
 class Progress:
@@ -33,6 +37,7 @@ class Progress:
         self.ranks: set[int] = set()  # local ranks with a live worker at the last sample
         self.seen_worker = False
         self.cpu: dict[int, float] = {}  # starting process -> CPU seconds at the last sample
+        self.born: dict[int, float] = {}  # worker pid -> when it was first seen
         self.sampled = 0.0
 
     def output(self, local_rank: int | None) -> None:
@@ -41,6 +46,12 @@ class Progress:
             self.last = time.monotonic()
             if local_rank is not None:
                 self.printed.add(local_rank)
+
+    @property
+    def anything_printed(self) -> bool:
+        """Whether any worker has written a line yet (else the job was still starting)."""
+        with self.lock:
+            return bool(self.printed)
 
     def idle(self) -> float:
         """Seconds since the last progress (the processes are looked at first, at most
@@ -60,11 +71,13 @@ class Progress:
             self.ranks = ranks
             self.seen_worker = self.seen_worker or bool(ranks)
             starting = [pid for pid, rank in workers.items() if rank not in self.printed]
+            self.born = {pid: self.born.get(pid, now) for pid in workers}
+            in_grace = any(now - self.born[pid] < STARTUP_GRACE_SECONDS for pid in starting)
             if not self.seen_worker:
                 starting = [self.root, *procs.descendants(self.root)]
         busy = self._busy(starting, now - self.sampled)
         self.sampled = now
-        if changed or busy:
+        if changed or busy or in_grace:
             with self.lock:
                 self.last = max(self.last, now)
 

@@ -37,7 +37,7 @@ from distrun.launch.failures import (
     read_error,
     taken_port,
 )
-from distrun.launch.output import Watcher, closed, print_line
+from distrun.launch.output import Shown, Watcher, closed, print_line
 from distrun.launch.procs import GRACE_SECONDS, descendants, live_local_ranks
 from distrun.launch.progress import Progress
 from distrun.launch.spec import Command, LaunchSpec
@@ -62,30 +62,34 @@ class RunResult:
     # workers are looked up in /proc), each with its global rank where known.
     ended_early: list[tuple[int | None, int]] = field(default_factory=list)
     log_space: int | None = None  # bytes free for the logs at the end, if nearly none
+    any_output: bool = False  # whether any worker had written a line (else: still starting?)
     # each line of stdout (decimals masked): its first text, the local ranks that printed it
     printed: dict[str, tuple[str, set[int]]] = field(default_factory=dict)
 
 
 def run(command: Command, spec: LaunchSpec, echo: Callable[[str, bool], None] | None = None,
-        watch: Callable[[], list[str]] | None = None) -> RunResult:
+        watch: Callable[[], list[str]] | None = None, shown: Shown | None = None) -> RunResult:
     """Run and supervise `command`; `echo(line, to_stderr)` shows output (default: print);
     `watch()` is called about every second while the job runs, and the lines it returns
-    are shown on standard error (the launch checks' findings)."""
+    are shown on standard error (the launch checks' findings); `shown`: whose output is
+    shown, and how it is tagged (default: every rank's, untagged)."""
     show = echo or print_line
-    _prepare_logs(spec, show)
+    make_log_dir(spec)
+    _warn_low_space(spec, show)
     procs.become_subreaper()
     started = time.monotonic()
     proc = _start(command)
     progress = Progress(proc.pid)
-    watcher = Watcher(show, progress.output)
+    watcher = Watcher(show, progress.output, shown)
     readers = [threading.Thread(target=watcher.pump, args=(stream, to_stderr), daemon=True)
                for stream, to_stderr in ((proc.stdout, False), (proc.stderr, True))]
     for reader in readers:
         reader.start()
     stop = _StopRequest()
     previous = {s: signal.signal(s, stop.handler) for s in (signal.SIGINT, signal.SIGTERM)}
+    ticks = [_every_second(watch, show), _waiting_for_nodes(spec, progress, show, started)]
     try:
-        result = _supervise(proc, spec, stop, progress, watcher, _every_second(watch, show))
+        result = _supervise(proc, spec, stop, progress, watcher, lambda: [t() for t in ticks])
     finally:
         for s, handler in previous.items():
             signal.signal(s, handler)
@@ -94,6 +98,7 @@ def run(command: Command, spec: LaunchSpec, echo: Callable[[str, bool], None] | 
             reader.join(timeout=2)
     result.seconds = time.monotonic() - started
     result.printed = watcher.printed
+    result.any_output = progress.anything_printed
     if result.reason == "ok" and proc.returncode != 0:
         result.reason, result.exit_code = "failed", EXIT_FAILED
     if result.reason == "failed":
@@ -101,7 +106,9 @@ def run(command: Command, spec: LaunchSpec, echo: Callable[[str, bool], None] | 
     return _finish_logs(result, spec)
 
 
-def _prepare_logs(spec: LaunchSpec, show: Callable[[str, bool], None]) -> None:
+def make_log_dir(spec: LaunchSpec) -> None:
+    """The log folder made (a LaunchError, exit 2, where it cannot be): called before
+    anything else is said about the job, and again (harmlessly) by `run`."""
     if not spec.log_dir:
         return
     try:
@@ -109,6 +116,11 @@ def _prepare_logs(spec: LaunchSpec, show: Callable[[str, bool], None]) -> None:
     except OSError as err:
         raise LaunchError(f"--log-dir {spec.log_dir}: cannot create it: {err.strerror}",
                           "give a folder you can write to") from None
+
+
+def _warn_low_space(spec: LaunchSpec, show: Callable[[str, bool], None]) -> None:
+    if not spec.log_dir:
+        return
     space = free_space(spec.log_dir)
     if space is not None and space < LOW_SPACE:
         show(f"distrun: warning: only {space >> 10} KiB free for the logs in "
@@ -144,8 +156,34 @@ def _every_second(watch: Callable[[], list[str]] | None, show: Callable[[str, bo
     return tick
 
 
+WAITING_AT = (5.0, 15.0, 30.0, 60.0)  # then every 60 s
+
+
+def _waiting_for_nodes(spec: LaunchSpec, progress: Progress, show: Callable[[str, bool], None],
+                       started: float) -> Callable[[], None]:
+    """A multi-node job: while no worker has started here, say now and then that this node
+    waits for the others, where, and for how long so far."""
+    said = [0]
+    meet = spec.rdzv_endpoint or f"{spec.master_addr}:{spec.master_port}"
+
+    def tick() -> None:
+        if spec.max_nodes == 1 or (progress.idle() >= 0 and progress.seen_worker):
+            return
+        waited = time.monotonic() - started
+        due = WAITING_AT[said[0]] if said[0] < len(WAITING_AT) else \
+            WAITING_AT[-1] * (said[0] - len(WAITING_AT) + 2)
+        if waited < due:
+            return
+        said[0] += 1
+        others = (f"{spec.min_nodes}-{spec.max_nodes}" if spec.elastic else str(spec.max_nodes))
+        show(f"distrun: waiting for the other nodes at {meet} ({waited:.0f} s; {others} nodes "
+             "in all): no worker starts until they join", True)
+
+    return tick
+
+
 def _supervise(proc: subprocess.Popen[bytes], spec: LaunchSpec, stop: _StopRequest,
-               progress: Progress, watcher: Watcher, tick: Callable[[], None]) -> RunResult:
+               progress: Progress, watcher: Watcher, tick: Callable[[], object]) -> RunResult:
     """Wait for the job to end, to be interrupted, or (with a timeout) to hang."""
     while proc.poll() is None:
         time.sleep(0.1)
@@ -174,9 +212,9 @@ def _explain_failure(result: RunResult, agent_lines: list[str], spec: LaunchSpec
     result.failures = parse_failures(agent_output)
     if spec.launcher == "deepspeed" and spec.log_dir:
         result.failures = exit_records(spec.log_dir)
-    if result.failures and spec.log_dir:
-        first = result.failures[0]
-        first.error = read_error(spec.log_dir, first.local_rank)
+    if spec.log_dir:
+        for failure in result.failures:  # the others' too: whether they failed on their own
+            failure.error = read_error(spec.log_dir, failure.local_rank)
     port = taken_port(agent_output)
     if not result.failures and port is not None:
         result.reason, result.exit_code, result.detail = "port-taken", EXIT_BAD_INPUT, str(port)

@@ -33,6 +33,9 @@ class LaunchRequest:
     mixed_precision: str | None = None
     env: dict[str, str] = field(default_factory=dict)
     timeout: float | None = None
+    # setting (as the config names it: nnodes, rdzv.endpoint) -> "FILE:LINE", for the values
+    # a config file gave (and no flag replaced): errors about them name the key, not a flag
+    origin: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -60,7 +60,7 @@ def validate(req: LaunchRequest) -> Checked:
     nnodes = _value(rules.node_range(rules.from_text(
         req.nnodes or str(rules.DEFAULTS["nnodes"]))))
     plan = _plan(req, launcher, nnodes)
-    _first(rules.needs_master_addr(plan, req.master_addr, FLAGS))
+    _needs_master_addr(req, plan)
     if req.master_addr:
         _first(rules.host("master_addr", req.master_addr), prefix=True)
     if req.master_port is not None:
@@ -68,6 +68,7 @@ def validate(req: LaunchRequest) -> Checked:
     _check_numbers(req)
     mixed = req.mixed_precision or str(rules.DEFAULTS["mixed_precision"])
     _first(rules.choice("mixed_precision", mixed, rules.MIXED_PRECISION), prefix=True)
+    _precision_reaches(script, mixed, req.module)
     for name in req.env:
         _first(rules.env_name(name), prefix=True)
     return Checked(
@@ -97,6 +98,20 @@ def _plan(req: LaunchRequest, launcher: str, nnodes: tuple[int, int]) -> rules.P
     return plan
 
 
+def _needs_master_addr(req: LaunchRequest, plan: rules.Plan) -> None:
+    """A multi-node job without node 0's address: named as the config file's key (with
+    its line) when the file set the node count, else as the flags."""
+    verdict = rules.needs_master_addr(plan, req.master_addr, FLAGS)
+    where = req.origin.get("nnodes")
+    if verdict is None or where is None:
+        _first(verdict)
+        return
+    file = where.rpartition(":")[0]
+    raise LaunchError(f"{where}: nnodes is {req.nnodes}: {verdict.message} (master_addr)",
+                      f"set `master_addr: HOST` in {file} (node 0's address, the same on "
+                      "every node), or `rdzv.endpoint: HOST:PORT`; or add --master-addr HOST")
+
+
 def _check_numbers(req: LaunchRequest) -> None:
     if req.max_restarts is not None and req.max_restarts < 0:
         raise LaunchError("--max-restarts must be 0 or more")
@@ -107,6 +122,25 @@ def _check_numbers(req: LaunchRequest) -> None:
     if req.timeout is not None and not req.timeout >= rules.TIMEOUT_MIN:
         raise LaunchError("--timeout must be a positive number of seconds",
                           f"at least {rules.TIMEOUT_MIN:g}")
+
+
+def _precision_reaches(script: str, mixed: str, module: bool) -> None:
+    """--mixed-precision reaches a script only through accelerate's Accelerator (or a
+    script that reads ACCELERATE_/DISTRUN_MIXED_PRECISION itself): elsewhere it would
+    train in fp32 without a word."""
+    if mixed == "no" or module or not script.endswith(".py"):
+        return
+    try:
+        text = Path(script).read_text(errors="replace")
+    except OSError:
+        return
+    if "accelerate" in text or "MIXED_PRECISION" in text:
+        return
+    raise LaunchError(f"--mixed-precision {mixed}: {script} does not use accelerate, so "
+                      "nothing in it would read this choice (it would train in fp32)",
+                      f"convert it with `distrun convert --amp {mixed}` (autocast in the "
+                      "script) or `--to accelerate`, then launch without --mixed-precision "
+                      "(or with it, for an accelerate script)")
 
 
 def _script(req: LaunchRequest) -> str:
@@ -121,7 +155,7 @@ def _script(req: LaunchRequest) -> str:
         raise LaunchError(f"{req.script[:80]!r}: {err.strerror}") from None
     if not is_file:
         what = "is a directory" if is_dir else "no such file"
-        close = None if is_dir else _did_you_mean(path)
+        close = None if is_dir else closest_file(path)
         raise LaunchError(f"{req.script}: {what}", f"did you mean {close}?" if close else
                           "give the path of the Python script to run (or -m MODULE for a "
                           "module)")
@@ -133,7 +167,7 @@ def _script(req: LaunchRequest) -> str:
     return req.script
 
 
-def _did_you_mean(path: Path) -> str | None:
+def closest_file(path: Path) -> str | None:
     """The file beside a missing script whose name is closest to its name, if one is close."""
     import difflib
 

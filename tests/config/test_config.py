@@ -180,7 +180,7 @@ def test_config_commands_do_not_import_torch(tmp_path: Path) -> None:
 
 def test_launch_uses_the_config_and_flags_override_it(tmp_path: Path) -> None:
     script = tmp_path / "t.py"
-    script.write_text("")
+    script.write_text("import os\nprint(os.environ['DISTRUN_MIXED_PRECISION'])\n")
     (tmp_path / "distrun.yaml").write_text(
         f"script: {script}\nscript_args: [--lr, '0.1']\nnproc_per_node: 3\n"
         "mixed_precision: fp16\nenv:\n  FROM_FILE: '1'\n")

@@ -168,7 +168,7 @@ def test_the_other_exports_give_the_workers_ds_config(tmp_path: Path) -> None:
     pod = yaml.safe_load(export("kubernetes"))["spec"]["pytorchReplicaSpecs"]["Master"]
     assert pod["template"]["spec"]["containers"][0]["env"] == [{"name": "DS_CONFIG",
                                                                  "value": ds}]
-    assert f"#   with DS_CONFIG={ds} in the environment" in export("accelerate")
+    assert f"#   DS_CONFIG={ds} accelerate launch --config_file THIS_FILE " in export("accelerate")
 
 
 def test_the_deepspeed_export_does_not_import_torch(tmp_path: Path) -> None:

@@ -48,21 +48,24 @@ def eval_lines(stdout: str) -> list[str]:
     return [line for line in stdout.splitlines() if line.startswith("EVAL ")]
 
 
-def run_single(script: Path, folder: Path) -> subprocess.CompletedProcess[str]:
+def run_single(script: Path, folder: Path, env: dict[str, str] | None = None
+               ) -> subprocess.CompletedProcess[str]:
     """The script on one process, batch 64, its checkpoint in single.pt."""
     result = run_cmd([sys.executable, str(script)], cwd=folder,
-                     env={"BATCH_SIZE": "64", "OUT_PATH": str(folder / "single.pt")})
+                     env={"BATCH_SIZE": "64", "OUT_PATH": str(folder / "single.pt"),
+                          **(env or {})})
     assert result.returncode == 0, result.stderr
     return result
 
 
-def run_two(converted: Path, folder: Path, launcher: str = "torchrun"
-            ) -> subprocess.CompletedProcess[str]:
+def run_two(converted: Path, folder: Path, launcher: str = "torchrun",
+            env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     """The converted script on 2 processes, batch 32 each, its checkpoint in multi.pt,
     under `launch --check`: any finding (exit code 3) is a converter bug."""
     result = distrun("launch", "--launcher", launcher, "--nproc-per-node", "2", "--check",
                      str(converted), cwd=folder,
-                     env={"BATCH_SIZE": "32", "OUT_PATH": str(folder / "multi.pt")})
+                     env={"BATCH_SIZE": "32", "OUT_PATH": str(folder / "multi.pt"),
+                          **(env or {})})
     assert result.returncode == 0, result.stdout + result.stderr
     assert "no problem found" in result.stderr, result.stderr
     return result

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 import signal
 from pathlib import Path
 
@@ -70,7 +71,8 @@ def test_a_failing_rank_is_named_with_its_error(tmp_path: Path) -> None:
     assert lines[1].startswith("  rank 1 (local rank 1) on ") and "exit code 1" in lines[1]
     assert "[first failure]" in lines[1]
     assert "| ValueError: boom on purpose in rank 1" in report
-    assert "rank 0 (local rank 0)" in report and "[also stopped]" in report
+    # rank 0 was stopped by the launcher, or lost its peer first: never "failed on its own"
+    assert re.search(r"rank 0 \(local rank 0\) on .*\[(also stopped|lost peer)\]", report), report
     assert leftovers(tmp_path) == []
 
 

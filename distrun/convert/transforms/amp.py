@@ -23,6 +23,7 @@ from distrun.convert.autocast import FP16_ON, Mixed, autocast_forward, scaled_st
 from distrun.convert.build import code_of, constant, expression, statement
 from distrun.convert.context import Context, Transform
 from distrun.convert.idioms import is_backward, is_optimizer, is_optimizer_step, receiver
+from distrun.convert.options import ConvertOptions
 from distrun.convert.transforms.apex import migrate_apex
 
 _DEPRECATED = {
@@ -121,7 +122,7 @@ def _optimizer_near(ctx: Context, stmt: cst.CSTNode) -> str | None:
 
 
 TRANSFORM = Transform("amp", plan_amp, lambda options: options.amp != "none"
-                      and options.target != "deepspeed")
+                      and options.target != "deepspeed" and not _fsdp_policy(options))
 
 
 _AUTOCAST = ("torch.autocast", "torch.amp.autocast", "torch.cuda.amp.autocast",
@@ -134,8 +135,9 @@ def remove_amp(ctx: Context) -> None:
     scaler.scale(loss).backward() -> loss.backward(), scaler.step(opt) -> opt.step(),
     scaler.update() / scaler.unscale_(opt) removed."""
     facts, plan = ctx.facts, ctx.plan
-    why = "DeepSpeed sets the precision from ds_config.json" \
-        if ctx.deepspeed else "--amp none"
+    why = "DeepSpeed sets the precision from ds_config.json" if ctx.deepspeed else \
+        "FSDP2's MixedPrecisionPolicy sets it" if ctx.fsdp and ctx.options.amp == "bf16" \
+        else "--amp none"
     scalers: set[str] = set()
     _drop_cuda_amp_imports(ctx)
     for call in facts.calls:
@@ -170,7 +172,12 @@ def remove_amp(ctx: Context) -> None:
 
 # DeepSpeed: mixed precision is the config's (`--amp` sets it there).
 REMOVE = Transform("amp-none", remove_amp, lambda options: options.amp == "none"
-                   or options.target == "deepspeed")
+                   or options.target == "deepspeed" or _fsdp_policy(options))
+
+
+def _fsdp_policy(options: ConvertOptions) -> bool:
+    """--to fsdp --amp bf16: the precision is FSDP2's MixedPrecisionPolicy, not autocast."""
+    return options.target == "fsdp" and options.amp == "bf16"
 
 
 def _unwrap_with(node: cst.CSTNode) -> cst.FlattenSentinel[cst.BaseStatement]:

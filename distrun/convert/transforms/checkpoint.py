@@ -27,7 +27,7 @@ def plan_checkpoints(ctx: Context) -> None:
         name = facts.call_name(call)
         if name == "torch.save":
             stmt = facts.statement(call)
-            opened = _file_opened_around(facts, stmt) if stmt is not None else None
+            opened = file_opened_around(facts, stmt) if stmt is not None else None
             if opened is not None:
                 stmt = opened  # `with open(path, "wb") as f:` must not run on other ranks
             if opened is not None or (
@@ -56,7 +56,7 @@ def plan_checkpoints(ctx: Context) -> None:
 TRANSFORM = Transform("checkpoint", plan_checkpoints)
 
 
-def _file_opened_around(facts: Facts, stmt: cst.CSTNode) -> cst.With | None:
+def file_opened_around(facts: Facts, stmt: cst.CSTNode) -> cst.With | None:
     """The `with open(...)` block a `torch.save(obj, f)` line sits in, if it is all the block
     does: the whole block then runs on rank 0 (opening for writing truncates the file)."""
     parent = facts.parent.get(stmt)

@@ -62,7 +62,7 @@ def plan_data(ctx: Context) -> None:
         elif kind == "train":
             if _add_sampler(ctx, call, why):
                 sharded |= names
-        elif kind == "eval" and ctx.options.eval_shard and not ctx.accelerate:
+        elif kind == "eval" and ctx.options.eval_shard:
             ctx.eval_loaders.append(EvalLoader(call, frozenset(names)))
         elif kind == "eval":
             plan.finding(call, "data", "evaluation DataLoader left unsharded: every rank "
@@ -87,6 +87,7 @@ def plan_data(ctx: Context) -> None:
     if not ctx.accelerate:
         set_epoch_on_new_iterators(ctx, sharded)
     _measured_on_training_data(ctx, sharded)
+    _progress_of_the_whole(ctx, sharded)
 
 
 TRANSFORM = Transform("data", plan_data)
@@ -226,7 +227,10 @@ def _add_sampler(ctx: Context, call: cst.Call, why: str) -> bool:
     plan.rewrite(call, _rebuild_loader(sampler))
     plan.change(call, "data", f"DataLoader sharded with `{sampler}` ({why}); `shuffle` moved "
                 "to the sampler. Each rank now reads 1/WORLD_SIZE of the data: the global batch "
-                "is batch_size x WORLD_SIZE")
+                "is batch_size x WORLD_SIZE" + (
+                    "; the order comes from the sampler's own seed (0 + epoch), not torch's "
+                    "generator: even on 1 process the batches differ from the original's"
+                    if shuffle != "False" else ""))
     return True
 
 
@@ -329,3 +333,25 @@ def _measured_on_training_data(ctx: Context, sharded: set[str]) -> None:
                              "training set (and what it divides by may still be the whole)",
                              f"give `{name}()` a DataLoader over the same dataset without the "
                              "sampler, or all-reduce its sums (`dist.all_reduce`)")
+
+
+def _progress_of_the_whole(ctx: Context, sharded: set[str]) -> None:
+    """`print(f"[{i * len(x)}/{len(loader.dataset)}]")` on a sharded loader: each rank
+    reads 1/WORLD_SIZE of the dataset, so the progress ends at that fraction."""
+    facts = ctx.facts
+    for call in facts.calls:
+        if facts.call_name(call) != "len" or len(call.args) != 1:
+            continue
+        value = call.args[0].value
+        if not (isinstance(value, cst.Attribute) and value.attr.value == "dataset"):
+            continue
+        code = dotted(value.value)
+        if code is None or not origin_names(facts, code, facts.scope(call)) & sharded:
+            continue
+        if any(isinstance(a, cst.Call) and facts.call_name(a) == "print"
+               for a in facts.ancestors(call)):
+            ctx.plan.finding(call, "data", f"this progress counts against the whole "
+                             f"`{code}.dataset`, but each rank now reads 1/WORLD_SIZE of it: "
+                             "it ends near 1/WORLD_SIZE of the total",
+                             f"count against `len({code}.sampler)`, this rank's share",
+                             severity="info")

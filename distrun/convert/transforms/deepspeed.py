@@ -77,7 +77,7 @@ def initialize(ctx: Context, model: Model, home: Home, target: str, name: str,
         anchor, after = later[-1], True
     binding = _in_block(ctx, block, built) if block is not None else None
     loads = [_in_block(ctx, block, c) for c in ds_checkpoint.optimizer_loads(
-        ctx, _is_optimizer)] if block is not None else []
+        ctx, is_model_optimizer)] if block is not None else []
     if binding is not None and any(s is not None and facts.line(binding) < facts.line(s)
                                    < facts.line(anchor) for s in loads):
         anchor, after = binding, True  # the engine loads the optimizer's state: made before
@@ -113,14 +113,14 @@ def plan_deepspeed(ctx: Context) -> None:
             _backward(ctx, call, accumulating=bool(steps))
         elif is_optimizer_step(call):
             _step(ctx, call)
-        elif method_name(call) == "zero_grad" and _is_optimizer(ctx, call):
+        elif method_name(call) == "zero_grad" and is_model_optimizer(ctx, call):
             _zero_grad(ctx, call)
-    for call in ds_checkpoint.optimizer_loads(ctx, _is_optimizer):
+    for call in ds_checkpoint.optimizer_loads(ctx, is_model_optimizer):
         _load(ctx, call)
     if ctx.refusal is not None:
         return
     _local_rank_argument(ctx)
-    ds_checkpoint.convert_saves(ctx, _is_optimizer, engine_at)
+    ds_checkpoint.convert_saves(ctx, is_model_optimizer, engine_at)
     _write_config(ctx, model, clipping, _accumulation(ctx, steps))
 
 
@@ -166,7 +166,7 @@ def _refuse_what_cannot_move(ctx: Context) -> None:
             ctx.refuse(call, "mixed precision written in code: under DeepSpeed it is set in "
                        "ds_config.json", "convert with --amp fp16, --amp bf16 or --amp none: "
                        "distrun removes autocast and the GradScaler and sets the config")
-        elif method_name(call) == "load_state_dict" and _is_optimizer(ctx, call) \
+        elif method_name(call) == "load_state_dict" and is_model_optimizer(ctx, call) \
                 and ds_checkpoint.load_path(ctx, call) is None:
             ctx.refuse(call, "the optimizer's state is loaded from a checkpoint distrun "
                        "cannot trace to its `torch.load(path)`: under ZeRO each rank holds a "
@@ -180,7 +180,7 @@ def _refuse_what_cannot_move(ctx: Context) -> None:
                        "gradient_clipping), or --to ddp")
 
 
-def _is_optimizer(ctx: Context, call: cst.Call) -> bool:
+def is_model_optimizer(ctx: Context, call: cst.Call) -> bool:
     """Is `call` a method of the model's optimizer, wherever it went (`optimizer`,
     `self.optimizer`, a function's parameter)?"""
     optimizer = ctx.models[0].optimizer if len(ctx.models) == 1 else None
@@ -258,13 +258,14 @@ def _accumulation(ctx: Context, steps: list[cst.Call]) -> int:
                     "one micro-batch per step)"))
     inside = {id(c) for node in facts.ancestors(steps[0]) if isinstance(node, cst.If)
               for c in facts.calls_in(node)}
-    if ctx.options.zero == 2:
+    if ctx.options.zero >= 2:  # measured: ZeRO-1 drops them, ZeRO-2 and 3 do not
         for call in facts.calls:
-            if method_name(call) == "zero_grad" and _is_optimizer(ctx, call) \
+            if method_name(call) == "zero_grad" and is_model_optimizer(ctx, call) \
                     and id(call) not in inside:
-                plan.finding(call, "deepspeed", "under ZeRO-2 this zero_grad() cannot drop "
-                             "the gradients of micro-batches that have not stepped yet (ZeRO "
-                             "keeps them in its own buffers): if an epoch's batches per rank "
+                plan.finding(call, "deepspeed", f"under ZeRO-{ctx.options.zero} this "
+                             "zero_grad() cannot drop the gradients of micro-batches that have "
+                             "not stepped yet (ZeRO keeps them in its own buffers): if an "
+                             "epoch's batches per rank "
                              "are not a multiple of the accumulation count, the left-over "
                              "ones go into the next step, where the original drops them",
                              "convert with --zero 1, or make every epoch's batch count a "

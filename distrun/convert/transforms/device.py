@@ -5,7 +5,8 @@ Rewrites:
   "cuda" / "cuda:0" as a device (torch.device(...), .to(...), device=..., map_location=...,
   or assigned to a name with "device" in it)          ->  DEVICE
   torch.device("cuda", 0)                              ->  DEVICE
-  device = 0 / gpu = 0  (a GPU index)                  ->  device = LOCAL_RANK
+  device = 0 / gpu = 0  (a GPU index)                  ->  device = DEVICE
+                                         (LOCAL_RANK where it is formatted into a string)
   torch.cuda.set_device(...) statement                 ->  removed (the setup block does it)
 
 DEVICE is the local rank's GPU when CUDA is available and the CPU otherwise, so a
@@ -20,7 +21,7 @@ import re
 import libcst as cst
 
 from distrun.convert.analysis import Facts, dotted, positional, string_value
-from distrun.convert.build import Rewrite, expression
+from distrun.convert.build import Rewrite, constant, expression
 from distrun.convert.context import Context, Transform
 
 _CUDA_STRING = re.compile(r"^cuda(:0)?$")
@@ -126,8 +127,10 @@ def _is_device_context(facts: Facts, string: cst.SimpleString) -> bool:
 
 
 def _plan_gpu_index(ctx: Context) -> None:
-    """`device = 0` / `gpu = 0`: an integer GPU index becomes the local rank."""
-    facts, plan, rank = ctx.facts, ctx.plan, ctx.names.local_rank
+    """`device = 0` / `gpu = 0`: an integer GPU index becomes the local rank's device
+    (an index would fail on a machine without CUDA), or the local rank itself where the
+    name is formatted into a string (`f"cuda:{gpu}"`)."""
+    facts, plan = ctx.facts, ctx.plan
     for node in facts.names:
         parent = facts.parent.get(node)
         if not isinstance(parent, cst.AssignTarget) or not _GPU_INDEX_NAME.search(node.value):
@@ -138,5 +141,10 @@ def _plan_gpu_index(ctx: Context) -> None:
             and isinstance(assign.value, cst.Integer)
             and assign.value.value == "0"
         ):
-            plan.rewrite(assign.value, lambda _node: expression(rank))
-            plan.change(assign, "device", f"GPU index `{node.value} = 0` -> `{rank}`")
+            formatted = any(other.value == node.value and any(
+                isinstance(a, (cst.FormattedString, cst.BinaryOperation))
+                for a in facts.ancestors(other)) for other in facts.names)
+            new = ctx.names.local_rank if formatted else ctx.names.device
+            plan.rewrite(assign.value, constant(expression(new)))
+            plan.change(assign, "device", f"GPU index `{node.value} = 0` -> `{new}`" + (
+                "" if formatted else " (the local rank's GPU, or the CPU without CUDA)"))

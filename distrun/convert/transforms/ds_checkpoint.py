@@ -141,7 +141,8 @@ def convert_saves(ctx: Context, is_optimizer: IsOptimizer, engine_at: EngineAt) 
         ctx.plan.change(call, "deepspeed", f"the optimizer's state is saved: every rank also "
                         f"saves the engine's checkpoint in `{sites[0][2]}` "
                         "(rank 0's file keeps the weights, loadable into the original model; "
-                        "its optimizer entry is rank 0's shard only)")
+                        "its optimizer entry is " + ("None under ZeRO-3)" if ctx.options.zero
+                                                     == 3 else "rank 0's shard only)"))
 
 
 def _sites(ctx: Context, save: cst.Call, path: cst.BaseExpression, engine_at: EngineAt

@@ -44,8 +44,8 @@ def shard_eval_loaders(ctx: Context) -> None:
                              "metrics are exact", severity="info")
 
 
-TRANSFORM = Transform("eval", shard_eval_loaders,
-                      lambda options: options.eval_shard and options.target == "ddp")
+TRANSFORM = Transform("eval", shard_eval_loaders, lambda options: options.eval_shard and
+                      options.target in ("ddp", "accelerate", "deepspeed"))
 
 
 def _shard(ctx: Context, call: cst.Call, loops: list[cst.For]) -> bool:
@@ -78,6 +78,7 @@ def _shard(ctx: Context, call: cst.Call, loops: list[cst.For]) -> bool:
                 "every sample counted once)")
     for loop, sums in plans:
         _all_reduce_after(ctx, loop, sums)
+        _same_buffers_before(ctx, loop)
         for inner in facts.calls_in(loop.body):
             if _holds_ddp(ctx, inner.func):  # a function given the DDP object evaluates
                 plan.rewrite(inner.func, lambda f: expression(ctx.unwrap(code_of(f))))
@@ -131,13 +132,36 @@ def _all_reduce_after(ctx: Context, loop: cst.For, sums: list[str]) -> None:
     holder = n.fresh("eval_sums")
     values = ", ".join(f"float({s})" for s in sums)
     targets = ", ".join(sums)
+    reduce = (f"{holder} = {n.accelerator}.reduce({holder}, reduction=\"sum\")\n"
+              if ctx.accelerate else f"{n.dist}.all_reduce({holder})\n")
     code = (f"{holder} = torch.tensor([{values}], dtype=torch.float64, device={n.device})\n"
-            f"{n.dist}.all_reduce({holder})\n"
+            f"{reduce}"
             f"{targets}{',' if len(sums) == 1 else ''} = "
             f"({', '.join(f'type({s})({holder}[{i}].item())' for i, s in enumerate(sums))}"
             f"{',' if len(sums) == 1 else ''})\n")
-    ctx.need("dist", at=loop)
+    ctx.need("torch", *(() if ctx.accelerate else ("dist",)), at=loop)
     ctx.plan.insert_after(_in_with(ctx.facts, loop) or loop, statements(code))
+
+
+def _same_buffers_before(ctx: Context, loop: cst.For) -> None:
+    """The sharded forward bypasses the wrapper, which would broadcast rank 0's buffers:
+    each rank would evaluate with its own BatchNorm statistics. Rank 0's go to all first,
+    so the shards evaluate one model, the one rank 0 saves."""
+    facts, n = ctx.facts, ctx.names
+    evaluations = {id(c) for m in ctx.models for c in m.other_calls}
+    model = next((c.func for c in facts.calls_in(loop.body) if id(c) in evaluations), None)
+    if model is None:
+        return
+    code = ctx.unwrap(facts.code(model)) if _holds_ddp(ctx, model) else facts.code(model)
+    buffer = n.fresh("buffer")
+    ctx.need("dist", at=loop)
+    ctx.plan.insert_before(_in_with(facts, loop) or loop, statements(
+        f"if {n.dist}.is_initialized():  # rank 0's BatchNorm statistics: one model evaluated\n"
+        f"    for {buffer} in {code}.buffers():\n"
+        f"        {n.dist}.broadcast({buffer}, 0)\n"), lead=True)
+    ctx.plan.change(loop, "eval", f"`{code}`'s buffers (BatchNorm statistics) broadcast from "
+                    "rank 0 before the sharded evaluation: every shard is evaluated with the "
+                    "model rank 0 saves")
 
 
 def _in_with(facts: Facts, loop: cst.For) -> cst.With | None:

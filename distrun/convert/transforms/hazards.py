@@ -12,6 +12,9 @@ import libcst as cst
 from distrun.convert.context import Context, Transform
 from distrun.convert.idioms import ITERABLE_DATASET
 
+_WRAP = {"accelerate": "`accelerator.prepare`", "deepspeed": "`deepspeed.initialize`",
+         "fsdp": "`fully_shard`"}
+
 
 def plan_hazards(ctx: Context) -> None:
     facts, plan = ctx.facts, ctx.plan
@@ -19,12 +22,14 @@ def plan_hazards(ctx: Context) -> None:
     for call in facts.calls:
         name = facts.call_name(call) or ""
         last = name.rsplit(".", 1)[-1]
-        if last in ("BatchNorm1d", "BatchNorm2d", "BatchNorm3d") and not batchnorm_seen:
+        if last in ("BatchNorm1d", "BatchNorm2d", "BatchNorm3d") and not batchnorm_seen \
+                and not ctx.options.sync_bn:  # --sync-bn: the change says what was done
             batchnorm_seen = True
+            before = _WRAP.get(ctx.options.target, "the DDP wrap")
             plan.finding(call, "batchnorm", "BatchNorm computes statistics per rank: with small "
                          "per-rank batches results differ from one process",
-                         "on GPU add `model = nn.SyncBatchNorm.convert_sync_batchnorm(model)` "
-                         "before the DDP wrap (SyncBatchNorm does not run on CPU)")
+                         "convert with --sync-bn: on GPU the model's BatchNorm layers become "
+                         f"SyncBatchNorm before {before} (SyncBatchNorm does not run on CPU)")
         if name == "torch.optim.LBFGS":
             plan.finding(call, "full-batch", "LBFGS usually trains on the full batch: sharding "
                          "the data changes its steps", "check that each step's loss is a mean "

@@ -62,6 +62,8 @@ def plan_model(ctx: Context) -> None:
                              "wrap it: `ddp_model = DDP(model, device_ids=[LOCAL_RANK])` and "
                              "call `ddp_model(x)` where the training loop calls the model")
             continue
+        if ctx.fsdp:
+            continue  # FSDP2 shards the model in place: see transforms/fsdp.py
         for call in model.unhomed:
             ctx.plan.finding(call, "model", f"this training forward pass calls "
                              f"`{facts.code(call.func)}`, which cannot be given a "

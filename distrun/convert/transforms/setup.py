@@ -29,24 +29,39 @@ def setup_code(ctx: Context) -> str:
     if ctx.accelerate:
         amp = ctx.options.amp
         mixed = {"fp16": '"fp16" if torch.cuda.is_available() else "no"',
-                 "bf16": '"bf16"'}.get(amp, '"no"')
+                 "bf16": '"bf16"', "none": '"no"'}.get(amp)
         # cpu=True without CUDA: otherwise accelerate sees no distributed run on CPU.
+        # No mixed_precision under --amp keep: `accelerate launch --mixed_precision`
+        # (ACCELERATE_MIXED_PRECISION) decides, as in a script written for accelerate.
+        chosen = f" mixed_precision={mixed}," if mixed else ""
         return f'''{n.accelerator} = Accelerator(
-    cpu=not torch.cuda.is_available(), mixed_precision={mixed},
+    cpu=not torch.cuda.is_available(),{chosen}
 )
 {n.local_rank} = {n.accelerator}.local_process_index
 {n.rank} = {n.accelerator}.process_index
 {n.world_size} = {n.accelerator}.num_processes
 {n.device} = {n.accelerator}.device
 '''
+    return rank_names_code(ctx) + group_code(ctx)
+
+
+def rank_names_code(ctx: Context) -> str:
+    """This process's place and device, read from the launcher's variables: cheap, so
+    they can live at module level (importing the script then starts nothing)."""
+    n = ctx.names
     return f'''{n.local_rank} = int({n.os}.environ.get("LOCAL_RANK", 0))
 {n.rank} = int({n.os}.environ.get("RANK", 0))
 {n.world_size} = int({n.os}.environ.get("WORLD_SIZE", 1))
-if torch.cuda.is_available():
+{n.device} = torch.device("cuda", {n.local_rank}) if torch.cuda.is_available() else \
+torch.device("cpu")
+'''  # (the backslash joins the two lines)
+
+
+def group_code(ctx: Context) -> str:
+    """The process group (and this process's GPU): under the main guard when it can be."""
+    n = ctx.names
+    return f'''if torch.cuda.is_available():
     torch.cuda.set_device({n.local_rank})
-    {n.device} = torch.device("cuda", {n.local_rank})
-else:
-    {n.device} = torch.device("cpu")
 if "RANK" in {n.os}.environ:
     {n.dist}.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
 else:  # started without a launcher: a world of one process
@@ -96,6 +111,14 @@ def plan_setup(ctx: Context) -> None:
     last_import = top[at - 1] if at and _is_import(top[at - 1]) else None
     imports = import_lines(imported_by(top[:at]), names, ctx.imports_for(entry))
     imports += spaced(statements(helpers)) if helpers else []  # module level, also by a guard
+    if in_guard and not ctx.accelerate:  # the names at module level: `from train import f`
+        setup = statements(group_code(ctx) + "".join(ctx.setup_lines))
+        module_names = statements(rank_names_code(ctx))
+        module_names[0] = module_names[0].with_changes(leading_lines=[
+            cst.EmptyLine(indent=False), comment])
+        imports += module_names
+        comment = cst.EmptyLine(comment=cst.Comment(
+            "# distrun: the process group, for a run (importing this file starts none)"))
     if last_import is not None:
         plan.insert_after(last_import, imports)
     elif imports:

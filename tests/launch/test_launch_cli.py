@@ -1,0 +1,183 @@
+"""`distrun launch` as a user meets it: errors that name what the user wrote (the config's
+key, or the flag), `-- ARGS` for a config's script, the order of what is said, the line
+that ends a run, whose output is shown, how failed ranks are labelled, start-up against
+--timeout, and a node waiting for the others. Real processes (CPU, gloo)."""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+from distrun.cli import render
+from distrun.launch.runner import RunResult
+from distrun.launch.spec import LaunchSpec
+from distrun.netinfo import free_port
+from tests.conftest import distrun, leftovers
+
+ARGS = "import sys\nprint('args', sys.argv[1:], flush=True)\n"
+
+WHO = """\
+import os, sys
+print(f"hello from {os.environ['RANK']}", flush=True)
+print(f"stderr of {os.environ['RANK']}", file=sys.stderr, flush=True)
+"""
+
+# Both ranks fail on their own, at the same moment (each waits for the other's file first).
+BOTH_FAIL = """\
+import os, sys, time
+from pathlib import Path
+rank = int(os.environ["RANK"])
+here = Path(sys.argv[1])
+(here / f"ready{rank}").touch()
+while not all((here / f"ready{r}").exists() for r in (0, 1)):
+    time.sleep(0.01)
+raise ValueError(f"own error on rank {rank}")
+"""
+
+# Silent, and using no CPU, for longer than --timeout before its first line: start-up
+# (a data set read over the network, imports from a cold disk), not a hang.
+SLOW_SILENT_START = """\
+import time
+time.sleep(7)
+print("up", flush=True)
+"""
+
+
+def write(tmp_path: Path, name: str, text: str) -> str:
+    (tmp_path / name).write_text(text)
+    return name
+
+
+def test_a_missing_master_address_names_the_config_key_and_line(tmp_path: Path) -> None:
+    write(tmp_path, "t.py", ARGS)
+    (tmp_path / "job.yaml").write_text("script: t.py\nnnodes: 2\n")
+    result = distrun("launch", "--config", "job.yaml", cwd=tmp_path)
+    assert result.returncode == 2
+    assert "job.yaml:2: nnodes is 2: a multi-node job needs the address of node 0" in \
+        result.stderr
+    assert "`master_addr: HOST` in job.yaml" in result.stderr
+    flags = distrun("launch", "--nnodes", "2", "t.py", cwd=tmp_path)  # typed: named as flags
+    assert flags.returncode == 2 and "add --master-addr HOST" in flags.stderr
+    assert "job.yaml" not in flags.stderr
+
+
+@pytest.mark.e2e
+def test_args_after_dash_dash_go_to_the_configs_script_and_the_run_ends_with_a_line(
+        tmp_path: Path) -> None:
+    write(tmp_path, "t.py", ARGS)
+    (tmp_path / "job.yaml").write_text("script: t.py\nscript_args: ['--lr', '1']\n")
+    result = distrun("launch", "--config", "job.yaml", "--", "--epochs", "5", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "args ['--epochs', '5']" in result.stdout  # they replace the file's script_args
+    last = result.stderr.rstrip().splitlines()[-1]
+    assert re.fullmatch(r"distrun: done: 1 rank, \d+\.\d s, exit code 0", last), last
+
+
+def test_a_bad_log_dir_is_said_before_anything_else(tmp_path: Path) -> None:
+    write(tmp_path, "t.py", ARGS)
+    (tmp_path / "afile").write_text("")
+    result = distrun("launch", "--log-dir", "afile/logs", "t.py", cwd=tmp_path)
+    assert result.returncode == 2
+    assert result.stderr.startswith("distrun: error: --log-dir afile/logs: cannot create it")
+    assert "master port" not in result.stderr
+
+
+@pytest.mark.e2e
+def test_ranks_filter_and_rank_prefix(tmp_path: Path) -> None:
+    write(tmp_path, "who.py", WHO)
+    result = distrun("launch", "--nproc-per-node", "3", "--ranks", "0,2", "--rank-prefix",
+                     "who.py", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert sorted(result.stdout.splitlines()) == ["[rank 0] hello from 0",
+                                                  "[rank 2] hello from 2"]
+    assert "[rank 2] stderr of 2" in result.stderr
+    assert "of 1" not in result.stdout + result.stderr
+    assert "3 ranks" in result.stderr.splitlines()[-1]
+
+
+def test_ranks_that_do_not_exist_are_refused_before_the_start(tmp_path: Path) -> None:
+    write(tmp_path, "who.py", WHO)
+    result = distrun("launch", "--nproc-per-node", "2", "--ranks", "3", "who.py", cwd=tmp_path)
+    assert result.returncode == 2
+    assert "local rank 3 does not exist here" in result.stderr
+    bad = distrun("launch", "--ranks", "one", "who.py", cwd=tmp_path)
+    assert bad.returncode == 2 and "expected local ranks" in bad.stderr
+
+
+@pytest.mark.e2e
+def test_a_rank_that_failed_on_its_own_is_not_said_to_be_stopped(tmp_path: Path) -> None:
+    write(tmp_path, "both.py", BOTH_FAIL)
+    result = distrun("launch", "--nproc-per-node", "2", "both.py", str(tmp_path), cwd=tmp_path)
+    assert result.returncode == 1
+    report = result.stderr[result.stderr.index("distrun: error: the job failed"):]
+    assert report.count("[first failure]") == 1, report
+    other = re.search(r"^  rank (\d) \(local rank \d\) on \S+: exit code 1 \[also failed\]$",
+                      report, re.M)
+    assert other, report
+    assert f"| ValueError: own error on rank {other[1]}" in report
+    assert "also stopped" not in report
+    assert leftovers(tmp_path) == []
+
+
+@pytest.mark.e2e
+def test_start_up_silence_within_the_grace_is_not_a_hang(tmp_path: Path) -> None:
+    write(tmp_path, "slow.py", SLOW_SILENT_START)
+    result = distrun("launch", "--nproc-per-node", "1", "--timeout", "3", "slow.py",
+                     cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "up" in result.stdout.splitlines()
+
+
+def test_a_hang_before_any_output_does_not_blame_collectives() -> None:
+    spec = LaunchSpec(script="t.py", nproc_per_node=2, timeout=5.0)
+    quiet = RunResult(124, "hung", detail="no output from any rank for 5 s", any_output=False)
+    text = render.launch_report(quiet, spec)
+    assert "no rank had printed a line yet: the job was still starting" in text
+    assert "collective" not in text
+    spoke = RunResult(124, "hung", detail="no output from any rank for 5 s", any_output=True)
+    assert "collective" in render.launch_report(spoke, spec)
+
+
+@pytest.mark.e2e
+def test_a_node_waiting_for_the_others_says_so(tmp_path: Path) -> None:
+    write(tmp_path, "t.py", ARGS)
+    port = free_port()
+    result = distrun("launch", "--nnodes", "2", "--node-rank", "0", "--master-addr",
+                     "127.0.0.1", "--master-port", str(port), "--timeout", "9", "t.py",
+                     cwd=tmp_path, timeout=180)
+    assert result.returncode == 124, result.stderr
+    assert re.search(rf"^distrun: waiting for the other nodes at 127\.0\.0\.1:{port} "
+                     r"\(\d+ s; 2 nodes in all\)", result.stderr, re.M), result.stderr
+    assert "did not meet the other nodes" in result.stderr
+    assert leftovers(tmp_path) == []
+
+
+def test_help_documents_the_new_options() -> None:
+    result = distrun("launch", "--help")
+    for option in ("--ranks", "--rank-prefix", "-- --epochs 5"):
+        assert option in result.stdout, option
+    assert sys.executable  # (the help is the one `python -m distrun` shows)
+
+
+def test_the_done_line_of_a_node_of_a_multi_node_job() -> None:
+    spec = LaunchSpec(script="t.py", nproc_per_node=4, min_nodes=2, max_nodes=2, node_rank=1)
+    done = RunResult(0, "ok", seconds=12.34)
+    assert render.done_line(done, spec, 0) == ("distrun: done: 4 ranks on this node (node 1 "
+                                               "of 2), 12.3 s, exit code 0")
+    assert render.done_line(done, spec, 3).endswith("exit code 3 (--check found a problem)")
+
+
+def test_mixed_precision_for_a_script_that_cannot_read_it_is_refused(tmp_path: Path) -> None:
+    """A DDP script never reads the launch-time precision: it would train in fp32."""
+    (tmp_path / "train.py").write_text("import torch\nprint('fp32')\n")
+    refused = distrun("launch", "--nproc-per-node", "1", "--mixed-precision", "bf16",
+                      "train.py", cwd=tmp_path)
+    assert refused.returncode == 2
+    assert "does not use accelerate" in refused.stderr and "--amp bf16" in refused.stderr
+    (tmp_path / "acc.py").write_text("from accelerate import Accelerator\n")
+    dry = distrun("launch", "--dry-run", "--nproc-per-node", "1", "--mixed-precision", "bf16",
+                  "acc.py", cwd=tmp_path)
+    assert dry.returncode == 0, dry.stderr
