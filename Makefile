@@ -39,6 +39,7 @@ bench: $(STAMP)
 	$(PY) benchmarks/bench_launch.py
 	$(PY) benchmarks/bench_sweep.py
 	$(PY) benchmarks/bench_check.py
+	$(PY) benchmarks/bench_tutorial.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache
