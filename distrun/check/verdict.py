@@ -45,6 +45,7 @@ class RankFacts:
     writes: dict[str, str] = field(default_factory=dict)  # path -> file:line
     steps: int = 0  # of the first optimizer, when the rank ended
     sharded: int = 0  # parameters left out of the comparison (ZeRO-3 shards)
+    ended: bool = False
 
     def add(self, fact: dict[str, Any]) -> None:
         kind = fact["kind"]
@@ -69,6 +70,7 @@ class RankFacts:
         elif kind == "end":
             self.steps = int(fact.get("steps", {}).get("0", 0))
             self.group = self.group or bool(fact.get("group"))
+            self.ended = True
 
     @property
     def without_group(self) -> bool:
@@ -77,6 +79,13 @@ class RankFacts:
             return False
         stepped = [group for (_, step), (group, _) in self.params.items() if step == 1]
         return bool(stepped) and not any(stepped)
+
+    @property
+    def decided(self) -> bool:
+        """Whether this rank has shown if it trains in a process group: it set one up,
+        took its first optimizer step or ended. Until then a rank's "train" fact may be
+        read before the step-1 parameters written right after it."""
+        return self.group or self.ended or any(step == 1 for _, step in self.params)
 
 
 class Checker:
@@ -143,6 +152,8 @@ class Checker:
                 "no-process-group", f"none of the {len(ranks)} ranks set up a process group "
                 "(torch.distributed.init_process_group was never called) before training"))
         if "group" in self.given:  # its consequences are not findings of their own
+            return new
+        if not all(r.decided for r in ranks):  # may yet turn out to be a missing group
             return new
         for key, finding in [*self._params(ranks), *self._data(ranks), *self._epochs(ranks),
                              *self._writes(ranks)]:

@@ -30,6 +30,7 @@ def loader(first: str, sampler: str = "RandomSampler", replacement: bool = False
 
 
 TRAIN = {"kind": "train", "site": SITE, "number": 0}
+GROUP = {"kind": "group", "backend": "gloo"}
 
 
 def rules(checker: Checker) -> list[str]:
@@ -38,7 +39,7 @@ def rules(checker: Checker) -> list[str]:
 
 def test_a_loader_that_feeds_no_step_is_not_training_data(tmp_path: Path) -> None:
     for rank in (0, 1):  # an evaluation loader: whole on every rank, on purpose
-        write(tmp_path, rank, start(rank), loader("same"))
+        write(tmp_path, rank, start(rank), GROUP, loader("same"))
     checker = Checker(tmp_path, 2)
     assert rules(checker) == []
     for rank in (0, 1):
@@ -49,24 +50,26 @@ def test_a_loader_that_feeds_no_step_is_not_training_data(tmp_path: Path) -> Non
 
 def test_whole_data_set_per_rank_is_found_unless_drawn_with_replacement(tmp_path: Path) -> None:
     for rank, first in ((0, "a"), (1, "b")):  # seeded differently: other first batches
-        write(tmp_path / "", rank, start(rank), loader(first), TRAIN)
+        write(tmp_path / "", rank, start(rank), GROUP, loader(first), TRAIN)
     assert rules(Checker(tmp_path, 2)) == ["unsharded-data"]
     drawn = tmp_path / "drawn"
     drawn.mkdir()
     for rank, first in ((0, "a"), (1, "b")):
-        write(drawn, rank, start(rank), loader(first, replacement=True, length=1000), TRAIN)
+        write(drawn, rank, start(rank), GROUP, loader(first, replacement=True, length=1000),
+              TRAIN)
     assert rules(Checker(drawn, 2)) == []
     sharded = tmp_path / "sharded"
     sharded.mkdir()
     for rank, first in ((0, "a"), (1, "b")):
-        write(sharded, rank, start(rank), loader(first, "DistributedSampler", length=1), TRAIN)
+        write(sharded, rank, start(rank), GROUP, loader(first, "DistributedSampler", length=1),
+              TRAIN)
     assert rules(Checker(sharded, 2)) == []
 
 
 def test_same_epoch_twice_matters_only_when_shuffling(tmp_path: Path) -> None:
     epoch = {"kind": "epoch", "site": SITE, "number": 0, "epoch": 0, "shuffle": False}
     for rank in (0, 1):
-        write(tmp_path, rank, start(rank), epoch, epoch)
+        write(tmp_path, rank, start(rank), GROUP, epoch, epoch)
     checker = Checker(tmp_path, 2)
     assert rules(checker) == []
     write(tmp_path, 1, {**epoch, "shuffle": True}, {**epoch, "shuffle": True})
@@ -98,6 +101,22 @@ def test_one_process_or_no_group_at_all(tmp_path: Path) -> None:
         write(two, rank, start(rank), stepped, {"kind": "write", "path": "/job/m.pt",
                                                 "site": SITE})
     assert rules(Checker(two, 2)) == ["no-process-group"]  # shared-write is its consequence
+
+
+def test_consequences_wait_until_every_rank_shows_whether_it_has_a_group(
+        tmp_path: Path) -> None:
+    """A rank writes "train" just before its step-1 parameters: a poll between the two
+    must not report the unsharded data of a script that has no process group at all."""
+    for rank in (0, 1):
+        write(tmp_path, rank, start(rank), loader("same"), TRAIN)
+    checker = Checker(tmp_path, 2)
+    assert rules(checker) == []
+    stepped = {"kind": "params", "optimizer": 0, "step": 1, "group": False, "values": {}}
+    write(tmp_path, 0, stepped)
+    assert rules(checker) == []  # rank 1 has not shown yet
+    write(tmp_path, 1, stepped)
+    assert rules(checker) == ["no-process-group"]
+    assert rules(checker) == []
 
 
 def test_duplicate_output_counts_lines_of_several_ranks() -> None:
