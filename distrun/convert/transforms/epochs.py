@@ -64,9 +64,19 @@ def set_epoch_on_new_iterators(ctx: Context, sharded: set[str]) -> None:
         if loader is None or stmt is None or not origin_names(
                 facts, loader, facts.scope(call)) & sharded:
             continue
-        if isinstance(facts.parent.get(stmt), cst.IndentedBlock | cst.Module) and isinstance(
-                stmt, cst.SimpleStatementLine):
+        if isinstance(facts.parent.get(stmt), cst.IndentedBlock | cst.Module) and _assigns(
+                stmt, call):
             _insert_set_epoch(ctx, stmt, loader, None, call)
+
+
+def _assigns(stmt: cst.CSTNode, call: cst.Call) -> bool:
+    """`it = iter(loader)`: an iterator kept to draw batches from, a new pass over the
+    data. Not a peek such as `len(next(iter(loader))[0])`: it reads one batch of the
+    pass to come, and moving the epoch on before it would shuffle each epoch with the
+    next epoch's seed."""
+    return isinstance(stmt, cst.SimpleStatementLine) and any(
+        isinstance(small, cst.Assign | cst.AnnAssign) and small.value is call
+        for small in stmt.body)
 
 def _insert_set_epoch(ctx: Context, before: cst.CSTNode, loader: str, epoch: str | None,
                       where: cst.CSTNode) -> None:
