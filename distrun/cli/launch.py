@@ -55,7 +55,17 @@ class LaunchCommand(click.Command):
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         raw = list(args)
-        rest = super().parse_args(ctx, args)
+        try:
+            rest = super().parse_args(ctx, args)
+        except click.NoSuchOption as err:
+            config = _config_given(raw)
+            if config is None or err.possibilities:
+                raise
+            after = raw[raw.index(err.option_name):] if err.option_name in raw else []
+            raise InputError(
+                f"no such option: {err.option_name} (not one of distrun launch's)",
+                f"the script's own arguments go after '--': "
+                f"distrun launch --config {config} -- {' '.join(after)}") from None
         given = (ctx.params.get("script") is not None) + len(ctx.params.get("script_args") or ())
         ctx.meta["distrun.dashdash"] = given > 0 and len(raw) > given and raw[-given - 1] == "--"
         return rest
@@ -202,8 +212,34 @@ def _request(config_file: str | None, options: dict[str, Any], env: dict[str, st
     if script is not None and after_dashdash and config_file is not None and request.script:
         request.script_args = (script, *script_args)  # `-- ARGS`: the config's script's
     elif script is not None:
+        if config_file is not None and request.script and not module and not _exists(script):
+            raise InputError(
+                f"{script}: no such file", f"{config_file} names the script "
+                f"({request.script}): give its arguments after '--': distrun launch --config "
+                f"{config_file} -- {' '.join((script, *script_args))}")
         request.script, request.script_args, request.module = script, script_args, module
     return request
+
+
+def _exists(path: str) -> bool:
+    from pathlib import Path
+
+    try:
+        return Path(path).exists()
+    except OSError:
+        return False
+
+
+def _config_given(raw: list[str]) -> str | None:
+    """The --config file among distrun's own options (before a `--`), if any."""
+    for number, arg in enumerate(raw):
+        if arg == "--":
+            return None
+        if arg == "--config" and number + 1 < len(raw):
+            return raw[number + 1]
+        if arg.startswith("--config="):
+            return arg.removeprefix("--config=")
+    return None
 
 
 def _shown(spec: LaunchSpec, ranks: frozenset[int] | None, prefix: bool) -> Shown:

@@ -76,6 +76,22 @@ def test_args_after_dash_dash_go_to_the_configs_script_and_the_run_ends_with_a_l
     assert re.fullmatch(r"distrun: done: 1 rank, \d+\.\d s, exit code 0", last), last
 
 
+def test_script_args_without_dash_dash_after_a_config_say_where_they_go(
+        tmp_path: Path) -> None:
+    write(tmp_path, "t.py", ARGS)
+    (tmp_path / "job.yaml").write_text("script: t.py\n")
+    option = distrun("launch", "--config", "job.yaml", "--epochs", "5", cwd=tmp_path)
+    assert option.returncode == 2
+    assert "no such option: --epochs" in option.stderr
+    assert "distrun launch --config job.yaml -- --epochs 5" in option.stderr
+    words = distrun("launch", "--config", "job.yaml", "3", "1", cwd=tmp_path)
+    assert words.returncode == 2 and "3: no such file" in words.stderr
+    assert "job.yaml names the script (t.py)" in words.stderr
+    assert "distrun launch --config job.yaml -- 3 1" in words.stderr
+    typo = distrun("launch", "--config", "job.yaml", "--nnodez", "2", cwd=tmp_path)
+    assert typo.returncode == 2 and "Did you mean" in typo.stderr  # distrun's own, mistyped
+
+
 def test_a_bad_log_dir_is_said_before_anything_else(tmp_path: Path) -> None:
     write(tmp_path, "t.py", ARGS)
     (tmp_path / "afile").write_text("")
