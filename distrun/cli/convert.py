@@ -195,14 +195,14 @@ def show_report(result: ConvertResult, script: str, written: str | None, report_
                 cells: Mapping[int, tuple[int, int]] | None = None) -> int:
     """Print the report (text or JSON, on stderr when stdout holds a script or a diff);
     the exit code: 1 under --check when there is work to do."""
-    from distrun.cli import render
+    from distrun.cli import render, term
 
     if report_format == "json":
         click.echo(render.report_json(result, script, written), err=to_stderr)
     else:
         text = render.report_text(result, script, cells=cells)
         if text:
-            click.echo(text, err=to_stderr)
+            term.echo_report(text, err=to_stderr)
         click.echo(render.summary(result, script, written), err=to_stderr)
     if result.status == "unsupported":
         return EXIT_NOT_CONVERTED

@@ -59,7 +59,7 @@ def convert_project_command(script: str, output: str | None, in_place: bool, no_
     else:
         text = render.project_report_text(result, shown)
         if text:
-            click.echo(text, err=stream)
+            term.echo_report(text, err=stream)
         for line in render.left_out_lines(left_out, result.root, written):
             click.echo(line, err=stream)
         click.echo(render.project_summary(result, shown, written), err=stream)

@@ -86,6 +86,28 @@ def heads(text: str, err: bool = True) -> str:
     return _HEADS.sub(one, text)
 
 
+# A convert report line: `FILE:LINE: severity: message` (a notebook's `FILE:cell C:LINE`),
+# and the `    fix:` line under a finding.
+_REPORT = re.compile(r"^([^:\n]+(?::cell \d+)?(?::\d+)?: )(error|warning|info)(:)"
+                     r"|^(    )(fix:)", re.MULTILINE)
+_SEVERITY = {"error": "error", "warning": "warning", "info": "note", "fix:": "ok"}
+
+
+def echo_report(text: str, err: bool) -> None:
+    """A convert report: each finding's severity coloured (errors red, warnings yellow,
+    notes cyan) and its `fix:` green, on a terminal only."""
+    if not colour(err):
+        click.echo(text, err=err)
+        return
+
+    def one(match: re.Match[str]) -> str:
+        if match[5]:
+            return match[4] + click.style(match[5], **_STYLES["ok"])
+        return match[1] + click.style(match[2] + match[3], **_STYLES[_SEVERITY[match[2]]])
+
+    click.echo(_REPORT.sub(one, text), err=err, color=True)
+
+
 def echo(text: str, err: bool = True, nl: bool = True) -> None:
     """Print `text` with its heads coloured (colour kept: `colour` already decided)."""
     click.echo(heads(text, err), err=err, nl=nl, color=colour(err))
