@@ -37,6 +37,7 @@ from distrun.launch.failures import (
     read_error,
     taken_port,
 )
+from distrun.launch.meeting import Meeting, waiting_line
 from distrun.launch.output import Shown, Watcher, closed, print_line
 from distrun.launch.procs import GRACE_SECONDS, descendants, live_local_ranks
 from distrun.launch.progress import Progress
@@ -87,10 +88,13 @@ def run(command: Command, spec: LaunchSpec, echo: Callable[[str, bool], None] | 
         reader.start()
     stop = _StopRequest()
     previous = {s: signal.signal(s, stop.handler) for s in (signal.SIGINT, signal.SIGTERM)}
-    ticks = [_every_second(watch, show), _waiting_for_nodes(spec, progress, show, started)]
+    meeting = Meeting(spec)
+    ticks = [_every_second(watch, show),
+             _waiting_for_nodes(spec, progress, show, started, meeting)]
     try:
         result = _supervise(proc, spec, stop, progress, watcher, lambda: [t() for t in ticks])
     finally:
+        meeting.stop()
         for s, handler in previous.items():
             signal.signal(s, handler)
         _stop_job(proc, signal.SIGTERM, grace=GRACE_SECONDS if proc.poll() is None else 0.0)
@@ -160,24 +164,33 @@ WAITING_AT = (5.0, 15.0, 30.0, 60.0)  # then every 60 s
 
 
 def _waiting_for_nodes(spec: LaunchSpec, progress: Progress, show: Callable[[str, bool], None],
-                       started: float) -> Callable[[], None]:
+                       started: float, meeting: Meeting) -> Callable[[], None]:
     """A multi-node job: while no worker has started here, say now and then that this node
-    waits for the others, where, and for how long so far."""
+    waits for the others, where, for how long so far and, where the rendezvous tells, how
+    many nodes have joined (the count is asked in the background when a line is due and
+    said once it comes)."""
     said = [0]
+    asked = [False]
     meet = spec.rdzv_endpoint or f"{spec.master_addr}:{spec.master_port}"
 
     def tick() -> None:
         if spec.max_nodes == 1 or (progress.idle() >= 0 and progress.seen_worker):
+            meeting.stop()
             return
         waited = time.monotonic() - started
-        due = WAITING_AT[said[0]] if said[0] < len(WAITING_AT) else \
-            WAITING_AT[-1] * (said[0] - len(WAITING_AT) + 2)
-        if waited < due:
+        if not asked[0]:
+            due = WAITING_AT[said[0]] if said[0] < len(WAITING_AT) else \
+                WAITING_AT[-1] * (said[0] - len(WAITING_AT) + 2)
+            if waited < due:
+                return
+            asked[0] = True
+            meeting.ask()
+        heard = meeting.heard()
+        if heard is None:
             return
         said[0] += 1
-        others = (f"{spec.min_nodes}-{spec.max_nodes}" if spec.elastic else str(spec.max_nodes))
-        show(f"distrun: waiting for the other nodes at {meet} ({waited:.0f} s; {others} nodes "
-             "in all): no worker starts until they join", True)
+        asked[0] = False
+        show(waiting_line(spec, meet, waited, heard), True)
 
     return tick
 

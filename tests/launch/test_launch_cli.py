@@ -6,6 +6,7 @@ that ends a run, whose output is shown, how failed ranks are labelled, start-up 
 from __future__ import annotations
 
 import re
+import subprocess
 import sys
 from pathlib import Path
 
@@ -169,6 +170,33 @@ def test_a_node_waiting_for_the_others_says_so(tmp_path: Path) -> None:
                      r"\(\d+ s; 2 nodes in all\)", result.stderr, re.M), result.stderr
     assert "did not meet the other nodes" in result.stderr
     assert leftovers(tmp_path) == []
+
+
+@pytest.mark.e2e
+def test_nodes_meeting_at_a_c10d_rendezvous_say_how_many_have_joined(tmp_path: Path) -> None:
+    write(tmp_path, "t.py", ARGS)
+    endpoint = f"127.0.0.1:{free_port()}"
+    command = [sys.executable, "-m", "distrun", "launch", "--nnodes", "3", "--rdzv-endpoint",
+               endpoint, "--rdzv-id", "meet", "--timeout", "20", "t.py"]
+    first = subprocess.Popen(command, cwd=tmp_path, stderr=subprocess.PIPE, text=True,
+                             stdout=subprocess.DEVNULL)
+    second = distrun(*command[3:], cwd=tmp_path, timeout=180)  # 2 of the 3 nodes
+    said = second.stderr + first.communicate(timeout=180)[1]
+    assert second.returncode == 124 and first.returncode == 124, said
+    assert re.search(rf"^distrun: waiting for the other nodes at {endpoint} \(\d+ s; 2 of 3 "
+                     r"nodes joined\)", said, re.M), said
+
+
+@pytest.mark.e2e
+def test_a_node_whose_node_0_does_not_answer_says_so(tmp_path: Path) -> None:
+    write(tmp_path, "t.py", ARGS)
+    port = free_port()
+    result = distrun("launch", "--nnodes", "2", "--node-rank", "1", "--master-addr",
+                     "127.0.0.1", "--master-port", str(port), "--timeout", "9", "t.py",
+                     cwd=tmp_path, timeout=180)
+    assert result.returncode == 124, result.stderr
+    assert re.search(rf"at 127\.0\.0\.1:{port} \(\d+ s; 2 nodes in all; node 0 does not "
+                     r"answer there yet\)", result.stderr), result.stderr
 
 
 def test_help_documents_the_new_options() -> None:
