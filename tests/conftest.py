@@ -9,6 +9,10 @@ from pathlib import Path
 
 import pytest
 
+# Helper modules that assert like tests do: pytest rewrites their asserts too (it does so
+# by itself only for test_*.py and conftest.py), so a failure shows what was compared.
+pytest.register_assert_rewrite("tests.cli.convert_helpers", "tests.e2e.resume")
+
 ROOT = Path(__file__).resolve().parent.parent
 CORPUS = ROOT / "tests" / "corpus"
 

@@ -71,11 +71,8 @@ def next_steps(result: ConvertResult, written: str, target: str, gpus: int) -> l
     where = f"one process per GPU ({gpus} here)" if gpus else "2 processes on this CPU"
     command = shlex.join(["distrun", "launch", "--nproc-per-node", nproc, *launcher, written])
     lines = [f"next: {command}   # {where}"]
-    if any("global batch is batch_size x WORLD_SIZE" in c.message  # DistributedSampler
-           or "the loaders are sharded" in c.message for c in result.changes):  # accelerate
-        lines.append("batch: each process reads batch_size samples per step, so a step sees "
-                     "batch_size x processes in all: scale the learning rate with it, or "
-                     "divide batch_size by the number of processes to train as before")
+    if result.batch_note:
+        lines.append(f"batch: {result.batch_note}")
     return lines
 
 

@@ -17,17 +17,19 @@ import libcst as cst
 
 from distrun.convert.analysis import Facts, ModuleInfo
 from distrun.convert.build import Rewrite, constant
-from distrun.convert.report import Change, Finding, Severity
+from distrun.convert.report import SHARDED_BATCH_NOTE, Change, Finding, Severity
 
 Wrapper = Callable[[list[cst.BaseStatement]], cst.BaseStatement]
 
 
 @dataclass
 class Report:
-    """What the plan says about one file: its changes and findings."""
+    """What the plan says about one file: its changes and findings, and what its sharded
+    loaders do to the batch."""
 
     changes: list[Change] = field(default_factory=list)
     findings: list[Finding] = field(default_factory=list)
+    batch_note: str | None = None
 
 
 @dataclass
@@ -60,6 +62,11 @@ class Plan:
         """A finding at `node` (None: about the whole script, at line 1 of the entry)."""
         line = self.facts.line(node) if node is not None else 1
         self._report(node).findings.append(Finding(line, rule, severity, message, fix))
+
+    def shards_batches(self, node: cst.CSTNode) -> None:
+        """The loader changed at `node` now gives each process its own batches: the
+        file's result says what that does to the batch (`ConvertResult.batch_note`)."""
+        self._report(node).batch_note = SHARDED_BATCH_NOTE
 
     def report(self, info: ModuleInfo) -> Report:
         return self.reports.get(info.name, Report())

@@ -47,7 +47,8 @@ def run(modules: list[ModuleInfo], options: ConvertOptions) -> list[ConvertResul
         report = ctx.plan.report(info)
         status: Status = "converted" if output != source or info.is_entry else "nothing-to-do"
         results.append(ConvertResult(source, output, status, report.changes, report.findings,
-                                     files=ctx.files if info.is_entry else {}))
+                                     files=ctx.files if info.is_entry else {},
+                                     batch_note=report.batch_note))
     return results
 
 

@@ -11,6 +11,11 @@ from typing import Any, Literal
 Severity = Literal["error", "warning", "info"]
 Status = Literal["converted", "already-distributed", "nothing-to-do", "unsupported"]
 
+# `ConvertResult.batch_note` when a loader now gives each process its own batches.
+SHARDED_BATCH_NOTE = ("each process reads batch_size samples per step, so a step sees "
+                      "batch_size x processes in all: scale the learning rate with it, or "
+                      "divide batch_size by the number of processes to train as before")
+
 
 @dataclass(frozen=True)
 class Change:
@@ -42,6 +47,7 @@ class ConvertResult:
     changes: list[Change] = field(default_factory=list)
     findings: list[Finding] = field(default_factory=list)
     files: dict[str, str] = field(default_factory=dict)  # name -> text, beside the output
+    batch_note: str | None = None  # what sharding the loaders does to the batch, if it does
 
     @property
     def changed(self) -> bool:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli.test_convert_cli import assert_error, run, snapshot
+from tests.cli.convert_helpers import assert_error, run, snapshot
 from tests.conftest import run_cmd
 
 CELLS = [

@@ -21,6 +21,7 @@ import pytest
 import torch
 
 from tests.conftest import CORPUS, distrun, run_cmd
+from tests.e2e.resume import resume_to_the_end, run_until_stopped
 from tests.e2e.test_corpus_equivalence import (
     SCRIPTS,
     assert_same_checkpoint,
@@ -154,19 +155,9 @@ def test_save_stop_and_resume_trains_like_the_uninterrupted_original(
     script = tmp_path / "checkpoint_dict.py"
     shutil.copy(CORPUS / "checkpoint_dict.py", script)
     converted = convert(script, "--zero", zero)
-    run_single(script, tmp_path)
-    (tmp_path / "stop_after.py").write_text(STOP_AFTER)
-    env = {"BATCH_SIZE": "32", "OUT_PATH": str(tmp_path / "multi.pt")}
-    stopped = distrun("launch", "--nproc-per-node", "2", "stop_after.py", str(converted),
-                      cwd=tmp_path, env={**env, "STOP_AFTER": "2"})
-    assert stopped.returncode == 0, stopped.stdout + stopped.stderr
-    assert "epoch 2" not in stopped.stdout and "epoch 1" in stopped.stdout
+    env = run_until_stopped(script, converted, tmp_path, STOP_AFTER)
     assert (tmp_path / "multi.pt.deepspeed" / "latest").read_text() == "zero"
-    resumed = distrun("launch", "--nproc-per-node", "2", "--check", str(converted),
-                      cwd=tmp_path, env={**env, "RESUME": str(tmp_path / "multi.pt")})
-    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
-    assert "at epoch 2" in resumed.stdout and "epoch 3" in resumed.stdout
-    assert_same_checkpoint(tmp_path)
+    resume_to_the_end(converted, tmp_path, env)
     alone = run_cmd([sys.executable, str(converted)], cwd=tmp_path,
                     env={**env, "RESUME": str(tmp_path / "single.pt")})
     assert alone.returncode != 0

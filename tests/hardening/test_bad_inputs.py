@@ -7,7 +7,7 @@ cannot be written. Converted: a file indented with tabs (tabs kept), a file with
 CRLF line endings and tabs at once, a 50,000-line script.
 
 The missing-file, directory, binary, non-UTF-8, BOM, CRLF and syntax-error cases are in
-tests/cli/test_convert_cli.py.
+tests/cli/test_convert_cli_errors.py and tests/cli/test_convert_cli_fidelity.py.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from pathlib import Path
 import pytest
 
 from benchmarks.bench_convert import make_script
-from tests.cli.test_convert_cli import TRAIN, assert_error, run, snapshot
+from tests.cli.convert_helpers import TRAIN, assert_error, run, snapshot
 from tests.conftest import distrun as run_distrun
 
 MODES = pytest.mark.parametrize("mode", [[], ["--in-place"], ["--check"], ["-o", "-"],

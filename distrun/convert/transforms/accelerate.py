@@ -27,6 +27,7 @@ def prepare_remaining_loaders(ctx: Context) -> None:
         ctx.plan.change(loader.call, "data", f"DataLoader prepared by accelerate "
                         f"({loader.why}): each process reads its own batches, shuffled alike; "
                         "the global batch is batch_size x WORLD_SIZE")
+        ctx.plan.shards_batches(loader.call)
 
 
 def backward_through_accelerator(ctx: Context) -> None:

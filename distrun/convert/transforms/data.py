@@ -231,6 +231,7 @@ def _add_sampler(ctx: Context, call: cst.Call, why: str) -> bool:
                     "; the order comes from the sampler's own seed (0 + epoch), not torch's "
                     "generator: even on 1 process the batches differ from the original's"
                     if shuffle != "False" else ""))
+    plan.shards_batches(call)
     return True
 
 

@@ -287,6 +287,8 @@ def _prepare(ctx: Context, model: Model, target: str, name: str, anchor: cst.CST
     where = "with the model" if together else "after the optimizer is built"
     plan.change(at, "model", f"{', '.join(f'`{o}`' for o in others)} prepared by accelerate "
                 f"{where}{sharded}")
+    if loaders:
+        plan.shards_batches(at)
     if not together:
         joined = ", ".join(others)
         plan.insert_after(built, [statement(f"{joined} = {acc}.prepare({joined})\n")])
