@@ -18,33 +18,32 @@ original runs as `NAME_cells.py`, the notebook's code cells joined by the harnes
 minimal extraction (`notebook_cells`, independent of distrun's) and written beside it;
 `distrun convert NAME.ipynb` writes `NAME_ddp.py` beside it, which the 2 processes run.
 
-By hand:
+By hand (from the repository root; tests/projects/__main__.py):
 
-    .venv/bin/python tests/projects/harness.py --all          # a table of every project
-    .venv/bin/python -m tests.projects.harness vae mnist      # some projects
-    .venv/bin/python tests/projects/harness.py vae --keep     # keep the run folder
+    .venv/bin/python -m tests.projects --all          # a table of every project
+    .venv/bin/python -m tests.projects vae mnist      # some projects
+    .venv/bin/python -m tests.projects vae --keep     # keep the run folder
 
 Only the standard library and PyYAML are imported at module level: the compare worker
-(`--compare-worker`) runs in its own process, beside the project's modules.
+(compare_worker.py) runs in its own process, beside the project's modules.
 """
 
 from __future__ import annotations
 
-import argparse
-import glob
 import hashlib
 import json
 import os
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
+
+from tests.projects.notebook import notebook_cells
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
@@ -170,63 +169,6 @@ def descriptor_problems(project: Project) -> list[str]:
     if not isinstance(spec.get("exact"), bool):
         problems.append("exact must be true or false")
     return problems
-
-
-# --------------------------------------------------------------------------- notebooks
-
-# cell magics whose body is Python (the magic line alone goes)
-PYTHON_CELL_MAGICS = frozenset({"time", "timeit", "capture", "prun"})
-
-
-def notebook_cells(data: bytes) -> str:
-    """The harness's own minimal extraction of a notebook (deliberately independent of
-    distrun's): the code cells in order; a line that starts a statement with `%` (line
-    magic) or `!` (shell) becomes `pass` (the block around it stays valid), while a line
-    inside an open bracket, string or backslash continuation is code whatever its first
-    character (`% (a, b)` formatting); a cell opened by a `%%` magic is dropped whole
-    unless its body is Python (`%%time`...)."""
-    notebook = json.loads(data.decode("utf-8"))
-    out: list[str] = []
-    code_cells = [c for c in notebook["cells"] if c.get("cell_type") == "code"]
-    for number, cell in enumerate(code_cells, 1):
-        source = cell.get("source", "")
-        lines = ("".join(source) if isinstance(source, list) else str(source)).splitlines()
-        first = lines[0].strip() if lines else ""
-        if first.startswith("%%"):
-            magic = first[2:].split(maxsplit=1)[0] if len(first) > 2 else ""
-            if magic not in PYTHON_CELL_MAGICS:
-                out.append(f"# cell {number}: dropped by the harness ({first})")
-                continue
-            lines = lines[1:]
-        out.append(f"# cell {number}")
-        statement: list[str] = []  # the lines of a logical line not yet complete
-        for line in lines:
-            stripped = line.lstrip()
-            if not statement and stripped.startswith(("%", "!")):
-                indent = line[: len(line) - len(stripped)]
-                out.append(f"{indent}pass  # harness dropped: {stripped}")
-                continue
-            out.append(line)
-            statement.append(line)
-            if _complete("\n".join(statement) + "\n"):
-                statement = []
-        out.append("")
-    return "\n".join(out)
-
-
-def _complete(text: str) -> bool:
-    """Whether `text` ends its logical line (no open bracket, string or continuation)."""
-    import io
-    import tokenize
-
-    try:
-        for _ in tokenize.generate_tokens(io.StringIO(text).readline):
-            pass
-    except tokenize.TokenError:
-        return False
-    except (SyntaxError, ValueError):
-        return True
-    return True
 
 
 # --------------------------------------------------------------------------- set-up steps
@@ -378,144 +320,14 @@ def compare(project: Project, tmp: Path) -> Comparison:
     env = _env(project, root, project.spec["single"].get("env"))
     env.pop("DISTRUN_SHIM_CAPTURE", None)
     env["PYTHONPATH"] = os.pathsep.join([str(root / project.workdir), env["PYTHONPATH"]])
-    result = _run([sys.executable, str(Path(__file__).resolve()), "--compare-worker",
-                   json.dumps(job)], root / project.workdir, env)
+    result = _run([sys.executable, str(HERE / "compare_worker.py"), json.dumps(job)],
+                  root / project.workdir, env)
     lines = result.stdout.strip().splitlines()
     if result.returncode != 0:
         lines.append(f"compare worker failed (exit {result.returncode}):")
         lines += result.stderr.strip().splitlines()[-15:]
     ok = result.returncode == 0 and bool(lines) and lines[-1] == "COMPARE OK"
     return Comparison(ok, lines)
-
-
-def _definitions_of(module_name: str) -> Any:
-    """MODULE.py of the current folder with only its imports, class and function
-    definitions and constant assignments run (`model: {definitions_only: true}`): the
-    model class of a notebook's NAME_cells.py without training it again."""
-    import ast
-    import types
-
-    path = Path(os.getcwd()) / f"{module_name}.py"
-    tree = ast.parse(path.read_text(), str(path))
-    kept: list[ast.stmt] = []
-    for node in tree.body:
-        if isinstance(node, (ast.Import, ast.ImportFrom, ast.ClassDef, ast.FunctionDef,
-                             ast.AsyncFunctionDef)):
-            kept.append(node)
-        elif isinstance(node, ast.Assign) and all(isinstance(t, ast.Name)
-                                                  for t in node.targets):
-            try:
-                ast.literal_eval(node.value)
-            except (ValueError, TypeError, SyntaxError):
-                continue
-            kept.append(node)
-    module = types.ModuleType(module_name)
-    module.__file__ = str(path)
-    exec(compile(ast.Module(body=kept, type_ignores=[]), str(path), "exec"), module.__dict__)
-    return module
-
-
-def _compare_worker(job: dict[str, Any]) -> int:
-    """Runs beside the project's modules (cwd = the original's workdir)."""
-    import importlib
-
-    sys.path[:] = [p for p in sys.path if p and Path(p).resolve() != HERE]
-    sys.path.insert(0, os.getcwd())
-    import torch
-
-    sys.argv = list(job["argv"])
-    failures: list[str] = []
-
-    def state_dict_of(path: str, key: str | None) -> dict[str, Any] | None:
-        try:
-            obj = torch.load(path, map_location="cpu", weights_only=False)
-        except Exception as e:  # noqa: BLE001 (the message is the result)
-            failures.append(f"{path}: torch.load in a plain process failed: "
-                            f"{type(e).__name__}: {str(e).splitlines()[0]}")
-            return None
-        for part in (key.split(".") if key else []):
-            if not isinstance(obj, dict) or part not in obj:
-                keys = sorted(obj)[:8] if isinstance(obj, dict) else type(obj).__name__
-                failures.append(f"{path}: no key {part!r} (has {keys})")
-                return None
-            obj = obj[part]
-        if isinstance(obj, torch.nn.Module):
-            obj = obj.state_dict()
-        return dict(obj)
-
-    def one(pattern: str, base: str) -> str | None:
-        found = sorted(glob.glob(os.path.join(base, pattern)))
-        if len(found) != 1:
-            failures.append(f"{pattern}: {len(found)} files in {base} (want 1): {found}")
-            return None
-        return found[0]
-
-    for ckpt in job["checkpoints"]:
-        orig_path, conv_path = one(ckpt["path"], job["orig"]), one(ckpt["path"], job["conv"])
-        if not orig_path or not conv_path:
-            continue
-        key = ckpt.get("key")
-        expected, got = state_dict_of(orig_path, key), state_dict_of(conv_path, key)
-        if expected is None or got is None:
-            continue
-        for drop in ckpt.get("drop_keys", []):
-            expected.pop(drop, None)
-            got.pop(drop, None)
-        label = ckpt["path"] + (f"[{key}]" if key else "")
-        prefixed = [k for k in got if k.startswith("module.")]
-        if prefixed:
-            failures.append(f"{label}: `module.` prefix in {len(prefixed)} keys, "
-                            f"e.g. {prefixed[0]}")
-        if sorted(expected) != sorted(got):
-            missing = sorted(set(expected) - set(got))[:3]
-            extra = sorted(set(got) - set(expected))[:3]
-            failures.append(f"{label}: keys differ: missing {missing}, unexpected {extra}")
-            continue
-        shapes = [k for k in expected if tuple(expected[k].shape) != tuple(got[k].shape)]
-        if shapes:
-            failures.append(f"{label}: shapes differ for {shapes[:3]}")
-            continue
-        spec = ckpt.get("model")
-        if spec:
-            module_name, _, attr = spec["callable"].partition(":")
-            if spec.get("definitions_only"):
-                factory = _definitions_of(module_name)
-            else:
-                factory = importlib.import_module(module_name)
-            for part in attr.split("."):
-                factory = getattr(factory, part)
-            model = factory(*spec.get("args", []), **spec.get("kwargs", {}))
-            try:
-                model.load_state_dict(got)
-            except Exception as e:  # noqa: BLE001 (the message is the result)
-                failures.append(f"{label}: load_state_dict into {spec['callable']} failed: "
-                                f"{str(e).splitlines()[0]}")
-                continue
-            print(f"{label}: loads into {spec['callable']}")
-        else:
-            print(f"{label}: keys and shapes equal to the original's ({len(got)} tensors)")
-        nonfinite = [k for k, v in got.items()
-                     if v.is_floating_point() and not torch.isfinite(v).all()]
-        if nonfinite:
-            failures.append(f"{label}: non-finite values in {nonfinite[:3]}")
-        if job["exact"]:
-            worst, worst_key = 0.0, ""
-            for k in expected:
-                a, b = expected[k], got[k]
-                if not a.is_floating_point():
-                    if not torch.equal(a, b):
-                        failures.append(f"{label}: {k} differs")
-                    continue
-                diff = (a.double() - b.double()).abs().max().item() if a.numel() else 0.0
-                if diff > worst:
-                    worst, worst_key = diff, k
-                if not torch.allclose(b, a, atol=job["tolerance"], rtol=job["tolerance"]):
-                    failures.append(f"{label}: {k} differs by up to {diff:.3g}")
-            print(f"{label}: largest difference {worst:.3g} ({worst_key or '-'})")
-    for failure in failures:
-        print("FAIL " + failure)
-    print("COMPARE OK" if not failures else "COMPARE FAILED")
-    return 0
 
 
 # --------------------------------------------------------------------------- one whole run
@@ -564,62 +376,3 @@ def run_all_steps(project: Project, tmp: Path) -> Outcome:
     out.comparison = compare(project, tmp)
     out.seconds["compare"] = time.monotonic() - start
     return out
-
-
-def _status(out: Outcome) -> str:
-    if out.passed:
-        return "passes"
-    first = out.failure().splitlines()
-    return first[0] if first else "?"
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("names", nargs="*", help="projects (default with --all: every one)")
-    parser.add_argument("--all", action="store_true")
-    parser.add_argument("--keep", action="store_true", help="keep the run folders")
-    parser.add_argument("-v", "--verbose", action="store_true",
-                        help="print each failure's output and the conversion report")
-    parser.add_argument("--compare-worker", help=argparse.SUPPRESS)
-    args = parser.parse_args(argv)
-    if args.compare_worker:
-        return _compare_worker(json.loads(args.compare_worker))
-    chosen = names() if args.all or not args.names else args.names
-    rows = []
-    for name in chosen:
-        project = load(name)
-        problems = descriptor_problems(project)
-        tmp = Path(tempfile.mkdtemp(prefix=f"distrun-project-{name}-"))
-        try:
-            out = run_all_steps(project, tmp)
-        finally:
-            if not args.keep:
-                shutil.rmtree(tmp, ignore_errors=True)
-        total = sum(out.seconds.values())
-        expected = project.today["status"]
-        rows.append((name, "exact" if project.exact else "not exact", _status(out),
-                     expected, f"{total:.1f}s",
-                     " ".join(f"{k}={v:.1f}" for k, v in out.seconds.items())))
-        if problems:
-            rows.append((name, "descriptor:", "; ".join(problems), "", "", ""))
-        if args.verbose:
-            if out.convert is not None:
-                print(f"== {name}: conversion report\n{out.convert.stderr}{out.convert.stdout}")
-            if not out.passed:
-                print(f"== {name}: {out.failure()}")
-            elif out.comparison is not None:
-                print(f"== {name}: {out.comparison}")
-        if args.keep:
-            print(f"{name}: run folder kept in {tmp}")
-    widths = [max(len(str(r[i])) for r in rows) for i in range(6)] if rows else []
-    header = ("project", "exact", "result", "expected", "time", "steps (s)")
-    widths = [max(w, len(h)) for w, h in zip(widths, header, strict=True)]
-    for row in (header, *rows):
-        print("  ".join(str(c).ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
-    return 0
-
-
-if __name__ == "__main__":
-    if __package__ in (None, ""):
-        sys.path.insert(0, str(ROOT))
-    sys.exit(main())
