@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import click
 
 from distrun.cli.term import want_json
-from distrun.convert.options import OPTIONS, options_from
+from distrun.convert.options import OPTIONS
 from distrun.errors import EXIT_FOUND_WORK, EXIT_NOT_CONVERTED, EXIT_OK, InputError
 
 if TYPE_CHECKING:
@@ -95,6 +95,8 @@ def convert(script: str, output: str | None, in_place: bool, no_backup: bool, sh
                          "choose one of -o OUT, --in-place, --diff, --check")
     if no_backup and not in_place:
         raise InputError("--no-backup only makes sense with --in-place")
+
+    from distrun.convert.targets import options_from
 
     try:
         options = options_from(chosen)

@@ -47,7 +47,7 @@ def autocast_forward(ctx: Context, backward_stmt: cst.CSTNode, loss: str, mixed:
     aliases = initialized_models(ctx)
     first = loss_at
     for i in range(loss_at, -1, -1):
-        if any(id(c.func) in refs or dotted(c.func) in aliases
+        if any(c.func in refs or dotted(c.func) in aliases
                for c in facts.calls_in(siblings[i])):
             first = i
     head = f"torch.autocast({mixed.device}, dtype=torch.{mixed.dtype}, enabled={mixed.enabled})"

@@ -52,17 +52,16 @@ def complete(ctx: Context, info: ModuleInfo, tree: cst.Module) -> cst.Module:
     if wanted["device"]:
         lines.append(f'{n.device} = (torch.device("cuda", {n.local_rank}) if '
                      'torch.cuda.is_available() else torch.device("cpu"))\n')
-    if ctx.accelerate and n.accelerator in used:
-        lines.append(f"{n.accelerator} = Accelerator(\n    cpu=not torch.cuda.is_available(), "
-                     f"mixed_precision={_mixed(ctx)},\n)\n")
+    own, own_imports = ctx.target.module_lines(ctx, used)
+    if own:
+        lines.append(own)
     helpers = ctx.helper_lines(info)
     if helpers:
         lines.append(helpers)
         used |= {n.dist, n.sampler, "torch"}
     needed = {key for key in IMPORTS if bound_name(key, n) in used}
     if lines:
-        needed |= {"os", "torch"} | ({"accelerator"} if ctx.accelerate and
-                                     n.accelerator in used else set())
+        needed |= {"os", "torch"} | own_imports
     at = after_first_imports(tree)
     new = import_lines(imported_by(tree.body[:at]), n, needed)
     block = spaced(statements("".join(lines))) if lines else []
@@ -73,11 +72,6 @@ def complete(ctx: Context, info: ModuleInfo, tree: cst.Module) -> cst.Module:
         return tree
     body = list(tree.body)
     return tree.with_changes(body=[*body[:at], *new, *block, *body[at:]])
-
-
-def _mixed(ctx: Context) -> str:
-    return {"fp16": '"fp16" if torch.cuda.is_available() else "no"',
-            "bf16": '"bf16"'}.get(ctx.options.amp, '"no"')
 
 
 def _names(tree: cst.CSTNode) -> list[cst.Name]:

@@ -24,7 +24,14 @@ import libcst as cst
 
 from distrun.convert.analysis import Facts, dotted
 from distrun.convert.flow import Flow, Place
-from distrun.convert.idioms import is_backward, is_optimizer, is_optimizer_step, unwrap_iter
+from distrun.convert.idioms import (
+    MOVES,
+    is_backward,
+    is_optimizer,
+    is_optimizer_step,
+    method_name,
+    unwrap_iter,
+)
 
 _NO_GRAD = frozenset({"torch.no_grad", "torch.inference_mode", "torch.autograd.no_grad",
                       "torch.autograd.grad_mode.no_grad",
@@ -52,8 +59,22 @@ class Model:
     component: set[Place]
     forwards: list[cst.Call] = field(default_factory=list)  # training forward passes
     other_calls: list[cst.Call] = field(default_factory=list)  # evaluation, no_grad...
-    homes: dict[int, Home] = field(default_factory=dict)  # id(forward call) -> its home
+    homes: dict[cst.Call, Home] = field(default_factory=dict)  # forward call -> its home
     unhomed: list[cst.Call] = field(default_factory=list)  # training passes with no home
+    wrapped: Wrapped = field(default_factory=lambda: Wrapped())  # the model transform's result
+
+
+@dataclass
+class Wrapped:
+    """What the model transform made of one model, for the transforms after it."""
+
+    # forward call -> the code it now calls (the DDP object, the engine, or under FSDP2
+    # the sharded model itself): every such call is a collective every rank must make
+    calls: dict[cst.Call, str] = field(default_factory=dict)
+    # arguments that hand the wrapper on to a function that trains with it
+    handed_on: set[cst.CSTNode] = field(default_factory=set)
+    # (function, parameter): the parameters that receive the wrapper
+    parameters: set[tuple[cst.FunctionDef, str]] = field(default_factory=set)
 
 
 def find_models(facts: Facts, flow: Flow) -> list[Model]:
@@ -164,7 +185,7 @@ def _find_forwards(facts: Facts, flow: Flow, model: Model) -> None:
             if home is None:
                 model.unhomed.append(call)
             else:
-                model.homes[id(call)] = home
+                model.homes[call] = home
         else:
             model.other_calls.append(call)
 
@@ -266,3 +287,30 @@ def _assigned_in(facts: Facts, flow: Flow, func: cst.FunctionDef, place: Place) 
     return any(
         isinstance(facts.parent.get(node), cst.AssignTarget) and flow.place_of(node) == place
         for node in facts.names if facts.function(node) is func and node.value == place.code)
+
+
+def is_moved(facts: Facts, flow: Flow, model: Model) -> bool:
+    """Is the model visibly moved to a device somewhere (`.to(...)`, `.cuda()`)?"""
+    roots = {flow.root(p) for p in model.component}
+    for call in facts.calls:
+        if method_name(call) not in MOVES or not isinstance(call.func, cst.Attribute):
+            continue
+        place = flow.place_of(flow.strip(call.func.value))
+        assign = facts.parent.get(call)
+        if place is None and isinstance(assign, cst.Assign) and assign.value is call:
+            place = flow.place_of(assign.targets[0].target)  # model = Net().to(device)
+        if place is not None and flow.root(place) in roots:
+            return True
+    return False
+
+
+def model_code_at(facts: Facts, flow: Flow, model: Model, near: cst.CSTNode
+                  ) -> tuple[str, cst.CSTNode] | None:
+    """The model as code in the function of `near` (`model`, `self.model`), and a node
+    reading it there, if a name or attribute there holds it."""
+    func, info = facts.function(near), facts.module_of(near)
+    found = [(code, node) for node in [*facts.names, *facts.attributes]
+             if facts.function(node) is func and facts.module_of(node) is info
+             and (code := dotted(node)) is not None
+             and flow.same(flow.place_of(node), model.place)]
+    return min(found, key=lambda f: len(f[0])) if found else None

@@ -3,6 +3,8 @@
 Each option is declared once, in `OPTIONS`: the command line is built from it (by
 `distrun.cli.convert`), and so is the parser of the `# distrun-options: ...` line that
 fixture tests start with. Adding an option = a field of `ConvertOptions` + one entry.
+`read_options` reads the values; the options a chosen target cannot honour are refused
+by the target itself (`convert.targets.options_from`, which callers use).
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ class Option:
     # the field's own default, and the option counts as not given)
     values: tuple[Any, ...] = ()  # the field's value for each choice (default: the word)
     metavar: str | None = None  # a free value (`--shard Block,Layer`), not a choice
+    only_for: str | None = None  # the one target (--to) it applies to
 
     @property
     def is_flag(self) -> bool:
@@ -66,22 +69,23 @@ OPTIONS: tuple[Option, ...] = (
            (False, True)),
     Option("--zero", "zero", "With --to deepspeed: the ZeRO stage (1: optimizer state "
            "sharded, 2: gradients too, 3: weights too) [default: 2].", ("1", "2", "3"), None,
-           (1, 2, 3)),
+           (1, 2, 3), only_for="deepspeed"),
     Option("--offload-optimizer", "offload_optimizer", "With --to deepspeed: keep the "
            "optimizer's state and step on the CPU (ZeRO-Offload) [default: none].",
-           ("none", "cpu"), None),
+           ("none", "cpu"), None, only_for="deepspeed"),
     Option("--shard", "shard", "With --to fsdp: the module classes sharded one by one (the "
            "model's repeated blocks), comma-separated, or auto: a ModuleList or Sequential "
            "of one class, nn.TransformerEncoderLayer/DecoderLayer [default: auto].",
-           metavar="auto|CLASS,..."),
+           metavar="auto|CLASS,...", only_for="fsdp"),
     Option("--grad-accum-no-sync", "grad_accum_no_sync", "Skip the gradient all-reduce on "
            "micro-batches that do not step the optimizer (model.no_sync())."),
 )
 
 
-def options_from(given: dict[str, Any]) -> ConvertOptions:
+def read_options(given: dict[str, Any]) -> ConvertOptions:
     """`ConvertOptions` from parsed values keyed by field: a flag's bool, a choice's word
-    (None or absent: the default)."""
+    (None or absent: the default). Raises ValueError for an option given with another
+    target than the one it applies to; what else a target refuses, it says itself."""
     values: dict[str, Any] = {}
     for option in OPTIONS:
         raw = given.get(option.field)
@@ -95,46 +99,21 @@ def options_from(given: dict[str, Any]) -> ConvertOptions:
             if word is not None:
                 values[option.field] = option.value(word)
     options = ConvertOptions(**values)
-    deepspeed_only = [o.flag for o in OPTIONS if o.field in ("zero", "offload_optimizer")
-                      and given.get(o.field) is not None]
-    if deepspeed_only and options.target != "deepspeed":
-        raise ValueError(f"{' and '.join(deepspeed_only)} only apply to --to deepspeed")
-    if options.target == "deepspeed" and options.zero == 3 and options.eval_shard:
-        raise ValueError("--eval shard does not apply to --zero 3: each forward pass of the "
-                         "model gathers its weights from every rank, so every rank must "
-                         "evaluate the same batches (use --eval full, or --zero 2)")
-    if options.target == "deepspeed" and options.grad_accum_no_sync:
-        raise ValueError("--grad-accum-no-sync does not apply to --to deepspeed: DeepSpeed "
-                         "already reduces the gradients only when the optimizer steps")
-    _check_fsdp(options, given)
+    elsewhere: dict[str, list[str]] = {}
+    for option in OPTIONS:
+        if option.only_for not in (None, options.target) and given.get(option.field) \
+                not in (None, False):
+            elsewhere.setdefault(str(option.only_for), []).append(option.flag)
+    for target, flags in elsewhere.items():
+        verb = "apply" if len(flags) > 1 else "applies"
+        raise ValueError(f"{' and '.join(flags)} only {verb} to --to {target}")
     return options
 
 
-def _check_fsdp(options: ConvertOptions, given: dict[str, Any]) -> None:
-    """What does not go with --to fsdp, and --shard without it."""
-    if options.target != "fsdp":
-        if given.get("shard") is not None:
-            raise ValueError("--shard only applies to --to fsdp")
-        return
-    shard = options.shard.replace(" ", "")
-    if shard != "auto" and not all(name.isidentifier() for name in shard.split(",")):
-        raise ValueError(f"--shard takes auto or class names separated by commas, not "
-                         f"{options.shard!r}")
-    if options.amp == "fp16":
-        raise ValueError("--amp fp16 does not apply to --to fsdp: use --amp bf16 (FSDP2's "
-                         "MixedPrecisionPolicy, no loss scaling needed), keep or none")
-    if options.grad_accum_no_sync:
-        raise ValueError("--grad-accum-no-sync does not apply to --to fsdp (FSDP2 skips "
-                         "the reduction with model.set_requires_gradient_sync(False))")
-    if options.eval_shard:
-        raise ValueError("--eval shard does not apply to --to fsdp: every forward pass of "
-                         "a sharded model gathers weights from every rank, so each rank "
-                         "evaluates the full set")
-
-
-def parse_words(words: Sequence[str]) -> ConvertOptions:
-    """`["--amp", "fp16", "--sync-bn"]` -> ConvertOptions, as the command line reads them.
-    Raises ValueError on an unknown option or a bad choice."""
+def read_words(words: Sequence[str]) -> dict[str, Any]:
+    """`["--amp", "fp16", "--sync-bn"]` -> the values keyed by field, as the command line
+    reads them (for `read_options`). Raises ValueError on an unknown option or a bad
+    choice."""
     by_flag = {option.flag: option for option in OPTIONS}
     given: dict[str, Any] = {}
     items = iter(words)
@@ -152,4 +131,4 @@ def parse_words(words: Sequence[str]) -> ConvertOptions:
         if choice not in option.choices:
             raise ValueError(f"{word} takes one of {', '.join(option.choices)}, not {choice!r}")
         given[option.field] = choice
-    return options_from(given)
+    return given

@@ -2,9 +2,10 @@
 
 Gates come first: a script (or project) that is already distributed, or starts its own
 processes, or does not train, is returned unchanged with the reason. Otherwise every
-transform of `transforms.PIPELINE` whose condition holds for the options records its
-edits on one shared context, and the plan is applied to each module in a single pass;
-modules other than the entry then get the names their new code uses.
+transform of `transforms.PIPELINE` (the target's own ones at its stages) whose
+condition holds records its edits on one shared context, and the plan is applied to
+each module in a single pass; modules other than the entry then get the names their
+new code uses.
 """
 
 from __future__ import annotations
@@ -12,12 +13,13 @@ from __future__ import annotations
 from distrun.convert import library
 from distrun.convert.analysis import Facts, ModuleInfo
 from distrun.convert.apply import apply
-from distrun.convert.context import Context
+from distrun.convert.context import Context, Stage, Transform
 from distrun.convert.edits import Plan
 from distrun.convert.idioms import DATALOADER, is_backward, is_optimizer
 from distrun.convert.names import Names
 from distrun.convert.options import ConvertOptions
 from distrun.convert.report import ConvertResult, Finding, Status
+from distrun.convert.targets import target_for
 from distrun.convert.transforms import PIPELINE, halfdone
 from distrun.convert.transforms.detect import already_distributed, spawns_processes
 from distrun.convert.transforms.halfdone import local_rank_option
@@ -27,15 +29,17 @@ def run(modules: list[ModuleInfo], options: ConvertOptions) -> list[ConvertResul
     """Convert the modules of a script or project (entry first): one result each."""
     facts = Facts.build(modules)
     stopped = _gate(facts)
-    pipeline = PIPELINE
+    pipeline: tuple[Transform | Stage, ...] = PIPELINE
     if stopped is not None and stopped[0] == "already-distributed" and local_rank_option(facts):
         stopped, pipeline = None, (halfdone.COMPLETE,)  # written for the old launcher
     if stopped is not None:
         return _unchanged(facts, *stopped)
-    ctx = Context(facts, Plan(facts), _names(facts), options)
-    for transform in pipeline:
-        if transform.applies(options):
-            transform.run(ctx)
+    target = target_for(options)
+    ctx = Context(facts, Plan(facts), _names(facts), options, target)
+    for step in pipeline:
+        for transform in target.transforms(step) if isinstance(step, str) else (step,):
+            if transform.applies(ctx):
+                transform.run(ctx)
     if ctx.refusal is not None:
         return _unchanged(facts, "unsupported", *ctx.refusal)
     results = []

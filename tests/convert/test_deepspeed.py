@@ -245,7 +245,7 @@ def test_deepspeed_options_need_the_deepspeed_target(tmp_path: Path) -> None:
     script.write_text(textwrap.dedent(HEAD) + textwrap.dedent(PLAIN_LOOP))
     result = distrun("convert", str(script), "--zero", "1")
     assert result.returncode == EXIT_BAD_INPUT
-    assert "--zero only apply to --to deepspeed" in result.stderr
+    assert "--zero only applies to --to deepspeed" in result.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["train.py"]
 
 

@@ -15,7 +15,8 @@ import pytest
 
 from distrun.cli.render import report_text
 from distrun.convert import ConvertOptions, convert_source
-from distrun.convert.options import parse_words
+from distrun.convert.context import Transform
+from distrun.convert.targets import own_transforms, parse_words
 from distrun.convert.transforms import PIPELINE
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -69,10 +70,12 @@ def test_fixture_output_compiles_and_is_stable(case: Path) -> None:
 
 
 def test_every_transform_has_fixtures() -> None:
-    """Each module of the pipeline has a folder of fixtures named after it."""
+    """Each module of the pipeline, and each target, has a folder of fixtures named
+    after it."""
     folders = {p.parent.name for p in CASES}
-    modules = {t.run.__module__.rsplit(".", 1)[-1] for t in PIPELINE}
-    assert modules - folders == set()
+    modules = {t.run.__module__.rsplit(".", 1)[-1] for t in PIPELINE if isinstance(t, Transform)}
+    targets = {name for name, _ in own_transforms()}
+    assert (modules | targets) - folders == set()
 
 
 def test_fixture_options_are_read_as_the_command_line_reads_them() -> None:

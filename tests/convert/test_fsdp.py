@@ -11,7 +11,7 @@ import textwrap
 import pytest
 
 from distrun.convert import ConvertOptions, convert_source
-from distrun.convert.options import parse_words
+from distrun.convert.targets import parse_words
 from distrun.errors import EXIT_BAD_INPUT, EXIT_NOT_CONVERTED
 from tests.conftest import distrun
 

@@ -1,4 +1,7 @@
-"""The transforms, in the order they run. Each module holds one concern, says in its
+"""The transforms every target shares, in the order they run, with the stages where
+the target's own transforms run (`Target.transforms(stage)`: accelerate prepares the
+remaining loaders at "prepared", DeepSpeed and FSDP2 make their engine or shards at
+"engine", ZeRO-3 gathers weights at "late"). Each module holds one concern, says in its
 docstring what it rewrites and what it won't, and exposes its `Transform`(s).
 
 Order matters: data before the model (accelerate prepares training loaders with the
@@ -9,21 +12,17 @@ see it, and adds the imports the others asked for).
 
 from __future__ import annotations
 
-from distrun.convert.context import Transform
+from distrun.convert.context import Stage, Transform
 from distrun.convert.transforms import (
-    accelerate,
     accumulate,
     agree,
     amp,
     checkpoint,
     data,
-    deepspeed,
     device,
     directories,
     download,
-    ds_zero3,
     evaluation,
-    fsdp,
     hazards,
     loss,
     model,
@@ -32,24 +31,22 @@ from distrun.convert.transforms import (
     setup,
 )
 
-PIPELINE: tuple[Transform, ...] = (
+PIPELINE: tuple[Transform | Stage, ...] = (
     device.TRANSFORM,
     data.TRANSFORM,
     model.TRANSFORM,
-    accelerate.PREPARE_LOADERS,
+    "prepared",
     evaluation.TRANSFORM,
     loss.TRANSFORM,
     amp.REMOVE,
     amp.TRANSFORM,
-    accelerate.BACKWARD,
-    deepspeed.TRANSFORM,
-    fsdp.TRANSFORM,
+    "engine",
     accumulate.TRANSFORM,
     scaling.TRANSFORM,
     checkpoint.TRANSFORM,
     output.TRANSFORM,
     directories.TRANSFORM,
-    ds_zero3.TRANSFORM,
+    "late",
     download.TRANSFORM,
     agree.TRANSFORM,
     hazards.TRANSFORM,

@@ -28,7 +28,6 @@ from distrun.convert.idioms import is_backward, is_optimizer_step
 
 def plan_no_sync(ctx: Context) -> None:
     facts, plan = ctx.facts, ctx.plan
-    ddp = ctx.ddp_calls
     found = False
     for call in facts.calls:
         if not is_backward(call):
@@ -48,7 +47,7 @@ def plan_no_sync(ctx: Context) -> None:
         first = index
         model_code = None
         for i in range(index, -1, -1):
-            called = [ddp[id(c)] for c in facts.calls_in(body[i]) if id(c) in ddp]
+            called = [w for c in facts.calls_in(body[i]) if (w := ctx.wrapper_called(c))]
             if called:
                 first, model_code = i, called[0]
         if model_code is None:
@@ -60,8 +59,7 @@ def plan_no_sync(ctx: Context) -> None:
                          "micro-step: no_sync not added", "skip the all-reduce with "
                          "`model.no_sync()` around the non-final micro-steps yourself")
             continue
-        sync = (f"{ctx.names.accelerator}.no_sync({model_code})" if ctx.accelerate
-                else f"{model_code}.no_sync()")
+        sync = ctx.target.no_sync(ctx, model_code)
         nullcontext = f"{ctx.names.contextlib}.nullcontext()"
         head = f"({sync} if not ({cond}) else {nullcontext})"
         plan.wrap(body[first], backward, partial(with_block, head))
@@ -74,7 +72,7 @@ def plan_no_sync(ctx: Context) -> None:
                      "under a condition after an unconditional backward", severity="info")
 
 
-TRANSFORM = Transform("grad-accum", plan_no_sync, lambda options: options.grad_accum_no_sync)
+TRANSFORM = Transform("grad-accum", plan_no_sync, lambda ctx: ctx.options.grad_accum_no_sync)
 
 
 def _steps(facts: Facts, node: cst.If) -> bool:

@@ -21,6 +21,7 @@ import libcst as cst
 from distrun.convert.analysis import dotted
 from distrun.convert.build import code_of, expression
 from distrun.convert.context import Context, Transform
+from distrun.convert.names import Names
 
 CLOCKS = frozenset({
     "datetime.datetime.now", "datetime.datetime.today", "datetime.datetime.utcnow",
@@ -46,7 +47,7 @@ def plan_agree(ctx: Context) -> None:
             continue
         ctx.plan.rewrite(assign.value, lambda n: expression(f"{helper}({code_of(n)})"))
         ctx.need("dist", at=assign)
-        ctx.helpers.add(("rank0_value", facts.module_of(assign).name))
+        ctx.define_helper("rank0_value", assign, helper_code(ctx.names))
         ctx.plan.change(assign, "agree", f"`{target}` comes from `{facts.code(clock.func)}()`: "
                         f"rank 0's value is sent to every rank (`{helper}`), so all of them "
                         "use the same one")
@@ -55,15 +56,15 @@ def plan_agree(ctx: Context) -> None:
 TRANSFORM = Transform("agree", plan_agree)
 
 
-def helper_code(ctx: Context) -> str:
+def helper_code(n: Names) -> str:
     """The definition of the helper, for the modules that use it."""
     return f'''
 
-def {ctx.names.rank0_value}(value):
+def {n.rank0_value}(value):
     """distrun: rank 0's value on every rank (a clock reading, a random id)."""
-    if not {ctx.names.dist}.is_initialized():
+    if not {n.dist}.is_initialized():
         return value
     holder = [value]
-    {ctx.names.dist}.broadcast_object_list(holder, src=0)
+    {n.dist}.broadcast_object_list(holder, src=0)
     return holder[0]
 '''

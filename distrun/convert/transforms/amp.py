@@ -23,7 +23,6 @@ from distrun.convert.autocast import FP16_ON, Mixed, autocast_forward, scaled_st
 from distrun.convert.build import code_of, constant, expression, statement
 from distrun.convert.context import Context, Transform
 from distrun.convert.idioms import is_backward, is_optimizer, is_optimizer_step, receiver
-from distrun.convert.options import ConvertOptions
 from distrun.convert.transforms.apex import migrate_apex
 
 _DEPRECATED = {
@@ -37,7 +36,7 @@ _DEPRECATED = {
 def plan_amp(ctx: Context) -> None:
     _modernise(ctx)
     migrated = migrate_apex(ctx)
-    if ctx.accelerate:
+    if not ctx.target.adds_autocast:
         return  # with accelerate, --amp is the Accelerator's mixed_precision
     amp = ctx.options.amp
     if not migrated and amp in ("fp16", "bf16") and not _has_autocast(ctx):
@@ -121,8 +120,8 @@ def _optimizer_near(ctx: Context, stmt: cst.CSTNode) -> str | None:
     return None
 
 
-TRANSFORM = Transform("amp", plan_amp, lambda options: options.amp != "none"
-                      and options.target != "deepspeed" and not _fsdp_policy(options))
+TRANSFORM = Transform("amp", plan_amp, lambda ctx: ctx.options.amp != "none"
+                      and ctx.target.precision_owner(ctx.options) is None)
 
 
 _AUTOCAST = ("torch.autocast", "torch.amp.autocast", "torch.cuda.amp.autocast",
@@ -135,9 +134,7 @@ def remove_amp(ctx: Context) -> None:
     scaler.scale(loss).backward() -> loss.backward(), scaler.step(opt) -> opt.step(),
     scaler.update() / scaler.unscale_(opt) removed."""
     facts, plan = ctx.facts, ctx.plan
-    why = "DeepSpeed sets the precision from ds_config.json" if ctx.deepspeed else \
-        "FSDP2's MixedPrecisionPolicy sets it" if ctx.fsdp and ctx.options.amp == "bf16" \
-        else "--amp none"
+    why = ctx.target.precision_owner(ctx.options) or "--amp none"
     scalers: set[str] = set()
     _drop_cuda_amp_imports(ctx)
     for call in facts.calls:
@@ -170,14 +167,10 @@ def remove_amp(ctx: Context) -> None:
                          "remove the GradScaler's state from checkpoints")
 
 
-# DeepSpeed: mixed precision is the config's (`--amp` sets it there).
-REMOVE = Transform("amp-none", remove_amp, lambda options: options.amp == "none"
-                   or options.target == "deepspeed" or _fsdp_policy(options))
-
-
-def _fsdp_policy(options: ConvertOptions) -> bool:
-    """--to fsdp --amp bf16: the precision is FSDP2's MixedPrecisionPolicy, not autocast."""
-    return options.target == "fsdp" and options.amp == "bf16"
+# DeepSpeed: mixed precision is the config's (`--amp` sets it there); FSDP2 --amp bf16:
+# its MixedPrecisionPolicy.
+REMOVE = Transform("amp-none", remove_amp, lambda ctx: ctx.options.amp == "none"
+                   or ctx.target.precision_owner(ctx.options) is not None)
 
 
 def _unwrap_with(node: cst.CSTNode) -> cst.FlattenSentinel[cst.BaseStatement]:

@@ -37,14 +37,14 @@ def plan_checkpoints(ctx: Context) -> None:
             ):
                 assert stmt is not None
                 plan.rewrite(stmt, lambda n: guard_rank0(n, rank))
-                barrier = ctx.barrier(at=call)
+                barrier = ctx.target.barrier(ctx, at=call)
                 plan.insert_after(stmt, [statement(f"{barrier}\n")])
                 plan.change(call, "checkpoint", "checkpoint saved by rank 0 only, then "
                             f"`{barrier}` so no rank reads it before it is written")
             else:
                 plan.finding(call, "checkpoint", "`torch.save` not alone on its line: every "
                              "rank writes the file", f"save under `if {rank} == 0:` then call "
-                             f"`{ctx.barrier(at=call)}`")
+                             f"`{ctx.target.barrier(ctx, at=call)}`")
         elif name == "torch.load" and keyword(call, "map_location") is None:
             if len(positional(call)) >= 2:
                 continue

@@ -22,7 +22,7 @@ import libcst as cst
 
 from distrun.convert.analysis import Facts, dotted, keyword, positional
 from distrun.convert.build import Rewrite, code_of, expression, keyword_arg, statement, with_commas
-from distrun.convert.context import Context, EvalLoader, LoaderToPrepare, Transform
+from distrun.convert.context import Context, EvalLoader, Transform
 from distrun.convert.idioms import (
     DATALOADER,
     ITERABLE_DATASET,
@@ -84,7 +84,7 @@ def plan_data(ctx: Context) -> None:
     for tl in loops:
         if origin_names(facts, tl.loader, facts.scope(tl.loop), 0) & sharded:
             place_set_epoch(ctx, tl.loop, tl.loader, facts.scope(tl.loop), 0, placed)
-    if not ctx.accelerate:
+    if not ctx.target.loaders_count_epochs:
         set_epoch_on_new_iterators(ctx, sharded)
     _measured_on_training_data(ctx, sharded)
     _progress_of_the_whole(ctx, sharded)
@@ -199,12 +199,7 @@ def _add_sampler(ctx: Context, call: cst.Call, why: str) -> bool:
                      "(see the IterableDataset warning)")
         return False
     ctx.train_loaders.append(call)
-    if ctx.accelerate:
-        parent = facts.parent.get(call)
-        name = None
-        if isinstance(parent, cst.Assign) and len(parent.targets) == 1:
-            name = dotted(parent.targets[0].target)
-        ctx.loaders_to_prepare.append(LoaderToPrepare(call, name, why))
+    if ctx.target.take_loader(ctx, call, why):
         return True
     ds_code = dotted(ds_arg.value)
     if ds_code is None:

@@ -42,8 +42,9 @@ def plan_downloads(ctx: Context) -> None:
                              "every rank")
             continue
         small = stmt.body[0]
-        if ctx.accelerate:
-            ctx.plan.rewrite(stmt, _inside(f"{n.accelerator}.main_process_first()"))
+        first = ctx.target.main_process_first(ctx)
+        if first is not None:
+            ctx.plan.rewrite(stmt, _inside(first))
         else:
             ctx.plan.insert_before(stmt, [statement(
                 f"if {n.rank} != 0:\n    {n.dist}.barrier()  # rank 0 downloads first\n")],

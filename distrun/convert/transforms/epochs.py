@@ -82,13 +82,12 @@ def _insert_set_epoch(ctx: Context, before: cst.CSTNode, loader: str, epoch: str
                       where: cst.CSTNode) -> None:
     """`loader.sampler.set_epoch(epoch)` before `before`; without an epoch number (a
     `while` loop, a function run once per epoch), the sampler's own count goes on."""
-    if epoch is None and ctx.accelerate:
+    if epoch is None and ctx.target.loaders_count_epochs:
         return  # accelerate's prepared loaders count their epochs themselves
     if epoch is None:
         call = f"{loader}.sampler.set_epoch({loader}.sampler.epoch + 1)"
     else:
-        call = f"{loader}.set_epoch({epoch})" if ctx.accelerate else \
-            f"{loader}.sampler.set_epoch({epoch})"
+        call = ctx.target.set_epoch(loader, epoch)
     ctx.plan.insert_before(before, [statement(f"{call}\n")])
     ctx.plan.change(where, "data", f"`{call}` at the start of each epoch, so every epoch gets "
                     "a new shuffle")

@@ -44,8 +44,8 @@ def shard_eval_loaders(ctx: Context) -> None:
                              "metrics are exact", severity="info")
 
 
-TRANSFORM = Transform("eval", shard_eval_loaders, lambda options: options.eval_shard and
-                      options.target in ("ddp", "accelerate", "deepspeed"))
+# (FSDP2 and ZeRO-3 refuse --eval shard: each forward pass there is a collective.)
+TRANSFORM = Transform("eval", shard_eval_loaders, lambda ctx: ctx.options.eval_shard)
 
 
 def _shard(ctx: Context, call: cst.Call, loops: list[cst.For]) -> bool:
@@ -81,7 +81,8 @@ def _shard(ctx: Context, call: cst.Call, loops: list[cst.For]) -> bool:
         _same_buffers_before(ctx, loop)
         for inner in facts.calls_in(loop.body):
             if _holds_ddp(ctx, inner.func):  # a function given the DDP object evaluates
-                plan.rewrite(inner.func, lambda f: expression(ctx.unwrap(code_of(f))))
+                plan.rewrite(inner.func, lambda f: expression(
+                    ctx.target.unwrap(ctx, code_of(f))))
         plan.change(loop, "eval", f"sums {', '.join(sums)} all-reduced after the loop; the "
                     "forward calls the model itself, not its DDP object (ranks may run "
                     "different batch counts)")
@@ -90,8 +91,8 @@ def _shard(ctx: Context, call: cst.Call, loops: list[cst.For]) -> bool:
 
 def _holds_ddp(ctx: Context, func: cst.BaseExpression) -> bool:
     owner = ctx.facts.function(func)
-    return isinstance(func, cst.Name) and owner is not None and (
-        id(owner), func.value) in ctx.ddp_params
+    return isinstance(func, cst.Name) and owner is not None and ctx.holds_wrapper(
+        owner, func.value)
 
 
 def _sums(facts: Facts, loop: cst.For) -> list[str]:
@@ -132,14 +133,12 @@ def _all_reduce_after(ctx: Context, loop: cst.For, sums: list[str]) -> None:
     holder = n.fresh("eval_sums")
     values = ", ".join(f"float({s})" for s in sums)
     targets = ", ".join(sums)
-    reduce = (f"{holder} = {n.accelerator}.reduce({holder}, reduction=\"sum\")\n"
-              if ctx.accelerate else f"{n.dist}.all_reduce({holder})\n")
+    reduce = ctx.target.all_reduce_sum(ctx, holder, at=loop)
     code = (f"{holder} = torch.tensor([{values}], dtype=torch.float64, device={n.device})\n"
             f"{reduce}"
             f"{targets}{',' if len(sums) == 1 else ''} = "
             f"({', '.join(f'type({s})({holder}[{i}].item())' for i, s in enumerate(sums))}"
             f"{',' if len(sums) == 1 else ''})\n")
-    ctx.need("torch", *(() if ctx.accelerate else ("dist",)), at=loop)
     ctx.plan.insert_after(_in_with(ctx.facts, loop) or loop, statements(code))
 
 
@@ -152,7 +151,8 @@ def _same_buffers_before(ctx: Context, loop: cst.For) -> None:
     model = next((c.func for c in facts.calls_in(loop.body) if id(c) in evaluations), None)
     if model is None:
         return
-    code = ctx.unwrap(facts.code(model)) if _holds_ddp(ctx, model) else facts.code(model)
+    code = ctx.target.unwrap(ctx, facts.code(model)) if _holds_ddp(ctx, model) \
+        else facts.code(model)
     buffer = n.fresh("buffer")
     ctx.need("dist", at=loop)
     ctx.plan.insert_before(_in_with(facts, loop) or loop, statements(

@@ -32,16 +32,8 @@ from distrun.convert.build import Rewrite, code_of, expression
 from distrun.convert.context import Context, Transform
 from distrun.convert.edits import Plan
 from distrun.convert.idioms import DATA_PARALLEL
-from distrun.convert.models import Home, Model, find_models
+from distrun.convert.models import find_models
 from distrun.convert.transforms import wrap
-
-# Attributes that DistributedDataParallel answers itself, exactly as the module would.
-PASS_THROUGH = frozenset({
-    "module", "parameters", "named_parameters", "buffers", "named_buffers", "children",
-    "named_children", "modules", "named_modules", "train", "eval", "training", "zero_grad",
-    "to", "cuda", "cpu", "float", "double", "half", "bfloat16", "requires_grad_", "no_sync",
-    "register_comm_hook", "apply", "forward", "join", "type",
-})
 
 
 def plan_model(ctx: Context) -> None:
@@ -62,8 +54,8 @@ def plan_model(ctx: Context) -> None:
                              "wrap it: `ddp_model = DDP(model, device_ids=[LOCAL_RANK])` and "
                              "call `ddp_model(x)` where the training loop calls the model")
             continue
-        if ctx.fsdp:
-            continue  # FSDP2 shards the model in place: see transforms/fsdp.py
+        if not ctx.target.wraps_model:
+            continue  # FSDP2 shards the model in place: see targets/fsdp.py
         for call in model.unhomed:
             ctx.plan.finding(call, "model", f"this training forward pass calls "
                              f"`{facts.code(call.func)}`, which cannot be given a "
@@ -75,42 +67,6 @@ def plan_model(ctx: Context) -> None:
 
 
 TRANSFORM = Transform("model", plan_model)
-
-
-def unwrap_param_uses(ctx: Context, model: Model, home: Home) -> None:
-    """Inside a function given the DDP object as `home.name`: what is not a forward pass
-    (attributes DDP does not answer, the object handed on) reaches the model inside."""
-    facts, plan, flow = ctx.facts, ctx.plan, ctx.flow
-    assert isinstance(home.scope, cst.FunctionDef)
-    forwards = {id(c.func) for c in model.forwards} | {
-        id(c.func.value) for c in model.forwards if isinstance(c.func, cst.Attribute)}
-    for node in facts.names:
-        if node.value != home.name or facts.function(node) is not home.scope:
-            continue
-        if flow.place_of(node) is None or id(node) in forwards:
-            continue
-        parent = facts.parent.get(node)
-        if isinstance(parent, cst.Attribute) and parent.value is node:
-            if parent.attr.value not in PASS_THROUGH:
-                plan.rewrite(node, lambda n: expression(ctx.unwrap(code_of(n))))
-                plan.change(parent, "model", f"`{home.name}.{parent.attr.value}` -> "
-                            f"`{ctx.unwrap(home.name)}.{parent.attr.value}` (it holds the "
-                            "DDP object here)")
-        elif isinstance(parent, (cst.Arg, cst.Return)) and not _hands_ddp_on(ctx, parent):
-            plan.rewrite(node, lambda n: expression(ctx.unwrap(code_of(n))))
-            plan.change(node, "model", f"`{home.name}` -> `{ctx.unwrap(home.name)}` where it is "
-                        "handed on (it holds the DDP object here)")
-
-
-def _hands_ddp_on(ctx: Context, node: cst.CSTNode) -> bool:
-    """Is this argument the DDP object passed on to a function that trains with it (or to
-    isinstance/a type check)?"""
-    call = ctx.facts.parent.get(node)
-    if not isinstance(call, cst.Call):
-        return False
-    if ctx.facts.call_name(call) in ("isinstance", "type", "hasattr", "getattr"):
-        return True
-    return id(node) in ctx.ddp_arguments
 
 
 def _plan_data_parallel(ctx: Context) -> bool:
@@ -171,8 +127,8 @@ def _drop_module_attribute(ctx: Context) -> None:
             continue
         place = flow.place_of(node.value)
         owner = facts.function(node)
-        if place is None or flow.root(place) not in roots or owner is not None and (
-                id(owner), dotted(node.value)) in ctx.ddp_params:
+        if place is None or flow.root(place) not in roots or owner is not None and \
+                ctx.holds_wrapper(owner, dotted(node.value) or ""):
             continue
         ctx.plan.rewrite(node, lambda n: n.value.with_changes())  # type: ignore[attr-defined]
         ctx.plan.change(node, "model", f"`{facts.code(node)}` -> `{facts.code(node.value)}`: "

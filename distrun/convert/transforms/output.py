@@ -167,7 +167,7 @@ MAX_DEPTH = 4  # calls of the script's functions followed; deeper counts as sync
 def _may_sync(ctx: Context, container: cst.CSTNode, seen: set[int], depth: int) -> bool:
     for call in ctx.facts.calls_in(container):
         name = ctx.facts.call_name(call) or ""
-        if id(call) in ctx.ddp_calls or name.startswith(_SYNCING):
+        if ctx.wrapper_called(call) is not None or name.startswith(_SYNCING):
             return True
         found = ctx.flow.callee(call)
         if found is None or id(found[0]) in seen:

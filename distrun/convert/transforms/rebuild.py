@@ -28,6 +28,7 @@ from distrun.convert.build import append_keyword, code_of, expression, statement
 from distrun.convert.context import Context
 from distrun.convert.flow import Place
 from distrun.convert.idioms import TrainLoop, origin_names
+from distrun.convert.names import Names
 
 _LOADER = re.compile(r"loader|(^|_)dl$", re.IGNORECASE)
 
@@ -90,16 +91,16 @@ def _rebuild(ctx: Context, bound: cst.BaseStatement, name: str, loop: cst.For) -
         if facts.inside(loop, stmt) or _hands_on(ctx, stmt, name):
             at, before = stmt, True
             break
-    call = f"{ctx.names.accelerator}.prepare({name})" if ctx.accelerate else \
-        f"{ctx.names.shard_loader}({name})"
+    call = ctx.target.prepare_loader(ctx, name)
+    if call is None:  # the shard_loader helper, defined with the setup
+        call = f"{ctx.names.shard_loader}({name})"
+        ctx.need("sampler", at=bound)
+        ctx.define_helper("shard_loader", bound, helper_code(ctx.names))
     new = [statement(f"{name} = {call}\n")]
     if before:
         ctx.plan.insert_before(at, new)
     else:
         ctx.plan.insert_after(at, new)
-    if not ctx.accelerate:
-        ctx.need("sampler", at=bound)
-        ctx.helpers.add(("shard_loader", facts.module_of(bound).name))
     ctx.plan.change(bound, "data", f"`{name}` is a training loader built where no DataLoader "
                     f"call shows (`{facts.code(_value(bound))}`): rebuilt with `{call}` "
                     "before it is used for training, each rank reading its own part, a new "
@@ -157,8 +158,7 @@ def draw_per_rank(ctx: Context, sampler: cst.Call) -> bool:
     return True
 
 
-def helper_code(ctx: Context) -> str:
-    n = ctx.names
+def helper_code(n: Names) -> str:
     return f'''
 
 class {n.auto_epoch}({n.sampler}):

@@ -38,4 +38,4 @@ def plan_scaling(ctx: Context) -> None:
                     "the global batch is WORLD_SIZE times larger)")
 
 
-TRANSFORM = Transform("scale-lr", plan_scaling, lambda options: options.scale_lr)
+TRANSFORM = Transform("scale-lr", plan_scaling, lambda ctx: ctx.options.scale_lr)

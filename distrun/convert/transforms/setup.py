@@ -24,54 +24,6 @@ from distrun.convert.edits import Plan
 from distrun.convert.imports import after_first_imports, import_lines, imported_by
 
 
-def setup_code(ctx: Context) -> str:
-    n = ctx.names
-    if ctx.accelerate:
-        amp = ctx.options.amp
-        mixed = {"fp16": '"fp16" if torch.cuda.is_available() else "no"',
-                 "bf16": '"bf16"', "none": '"no"'}.get(amp)
-        # cpu=True without CUDA: otherwise accelerate sees no distributed run on CPU.
-        # No mixed_precision under --amp keep: `accelerate launch --mixed_precision`
-        # (ACCELERATE_MIXED_PRECISION) decides, as in a script written for accelerate.
-        chosen = f" mixed_precision={mixed}," if mixed else ""
-        return f'''{n.accelerator} = Accelerator(
-    cpu=not torch.cuda.is_available(),{chosen}
-)
-{n.local_rank} = {n.accelerator}.local_process_index
-{n.rank} = {n.accelerator}.process_index
-{n.world_size} = {n.accelerator}.num_processes
-{n.device} = {n.accelerator}.device
-'''
-    return rank_names_code(ctx) + group_code(ctx)
-
-
-def rank_names_code(ctx: Context) -> str:
-    """This process's place and device, read from the launcher's variables: cheap, so
-    they can live at module level (importing the script then starts nothing)."""
-    n = ctx.names
-    return f'''{n.local_rank} = int({n.os}.environ.get("LOCAL_RANK", 0))
-{n.rank} = int({n.os}.environ.get("RANK", 0))
-{n.world_size} = int({n.os}.environ.get("WORLD_SIZE", 1))
-{n.device} = torch.device("cuda", {n.local_rank}) if torch.cuda.is_available() else \
-torch.device("cpu")
-'''  # (the backslash joins the two lines)
-
-
-def group_code(ctx: Context) -> str:
-    """The process group (and this process's GPU): under the main guard when it can be."""
-    n = ctx.names
-    return f'''if torch.cuda.is_available():
-    torch.cuda.set_device({n.local_rank})
-if "RANK" in {n.os}.environ:
-    {n.dist}.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
-else:  # started without a launcher: a world of one process
-    {n.dist}.init_process_group(
-        "nccl" if torch.cuda.is_available() else "gloo",
-        store={n.dist}.HashStore(), rank=0, world_size=1,
-    )
-'''
-
-
 def plan_setup(ctx: Context) -> None:
     facts, plan, names = ctx.facts, ctx.plan, ctx.names
     if runs_nothing(facts.entry.module):
@@ -82,28 +34,18 @@ def plan_setup(ctx: Context) -> None:
                      "convert the script that imports and runs it (`distrun convert train.py`): "
                      "this module is converted with it, and the process group set up there")
         return
-    ctx.need("gc", "torch", "dist", "accelerator" if ctx.accelerate else "os")
+    setup = ctx.target.setup(ctx)
+    ctx.need(*setup.imports)
     entry = facts.entry
     guard = entry.main_guard
     in_guard = guard is not None and all(
         t is guard or isinstance(t, (cst.FunctionDef, cst.ClassDef)) or _is_import(t)
         for t in plan.touched_top_level if facts.module_of(t) is entry
     )
-    setup = statements(setup_code(ctx) + "".join(ctx.setup_lines))
+    extra = "".join(ctx.setup_lines)
+    code = statements(setup.module_level + setup.start + extra)
     helpers = ctx.helper_lines(entry)
-    comment = cst.EmptyLine(comment=cst.Comment(
-        "# distrun: one process per device; accelerate knows which one this is."
-        if ctx.accelerate else
-        "# distrun: one process per device; torchrun sets LOCAL_RANK, RANK and WORLD_SIZE."))
-    # Collect garbage first: DDP's last gradient all-reduces can sit in reference cycles;
-    # freed after the group is gone, gloo aborts the process ("terminate called without an
-    # active exception", seen on loaded machines).
-    teardown = (f"{names.gc}.collect()  # free DDP's finished communication first\n"
-                f"{names.dist}.destroy_process_group()\n")
-    if ctx.accelerate:  # accelerate starts no process group for a single process
-        teardown = (f"{names.gc}.collect()  # free DDP's finished communication first\n"
-                    f"if {names.dist}.is_initialized():\n"
-                    f"    {names.dist}.destroy_process_group()\n")
+    comment = cst.EmptyLine(comment=cst.Comment(setup.comment))
     # The first block of imports: a script importing more later (a notebook's cells) may
     # use the new names before that.
     top = list(entry.module.body)
@@ -111,37 +53,34 @@ def plan_setup(ctx: Context) -> None:
     last_import = top[at - 1] if at and _is_import(top[at - 1]) else None
     imports = import_lines(imported_by(top[:at]), names, ctx.imports_for(entry))
     imports += spaced(statements(helpers)) if helpers else []  # module level, also by a guard
-    if in_guard and not ctx.accelerate:  # the names at module level: `from train import f`
-        setup = statements(group_code(ctx) + "".join(ctx.setup_lines))
-        module_names = statements(rank_names_code(ctx))
+    if in_guard and setup.module_level:  # the names at module level: `from train import f`
+        code = statements(setup.start + extra)
+        module_names = statements(setup.module_level)
         module_names[0] = module_names[0].with_changes(leading_lines=[
             cst.EmptyLine(indent=False), comment])
         imports += module_names
-        comment = cst.EmptyLine(comment=cst.Comment(
-            "# distrun: the process group, for a run (importing this file starts none)"))
+        comment = cst.EmptyLine(comment=cst.Comment(setup.start_comment))
     if last_import is not None:
         plan.insert_after(last_import, imports)
     elif imports:
         plan.insert_before(first_code_statement(entry.module), imports)
     if in_guard and guard is not None and isinstance(guard.body, cst.IndentedBlock):
         body = list(guard.body.body)
-        setup[0] = setup[0].with_changes(leading_lines=[comment])
-        plan.insert_before(body[0], setup)
-        _append_teardown(facts, plan, body, teardown)
+        code[0] = code[0].with_changes(leading_lines=[comment])
+        plan.insert_before(body[0], code)
+        _append_teardown(facts, plan, body, setup.teardown)
         where = "at the top of the main guard"
     else:
         body = list(entry.module.body)
-        setup[0] = setup[0].with_changes(leading_lines=[cst.EmptyLine(indent=False), comment])
+        code[0] = code[0].with_changes(leading_lines=[cst.EmptyLine(indent=False), comment])
         if last_import is not None:
-            plan.insert_after(last_import, setup)
+            plan.insert_after(last_import, code)
         else:
-            plan.insert_before(first_code_statement(entry.module), setup)
-        _append_teardown(facts, plan, body, teardown)
+            plan.insert_before(first_code_statement(entry.module), code)
+        _append_teardown(facts, plan, body, setup.teardown)
         where = "after the imports"
     anchor = guard if in_guard and guard is not None else (last_import or entry.module.body[0])
-    plan.change(anchor, "setup", f"`Accelerator()` created {where}: it sets up the processes "
-                "and the device" if ctx.accelerate else f"process group set up {where}: nccl "
-                "with the local rank's GPU when CUDA is available, gloo on CPU otherwise")
+    plan.change(anchor, "setup", setup.message.format(where=where))
     plan.change(body[-1], "setup", "`destroy_process_group()` when the script ends")
 
 

@@ -19,44 +19,50 @@ from collections.abc import Iterator
 
 import libcst as cst
 
-from distrun.convert.analysis import Facts, dotted
-from distrun.convert.build import expression, statement
-from distrun.convert.context import Context
+from distrun.convert.analysis import Facts
+from distrun.convert.build import code_of, expression, statement
+from distrun.convert.context import Context, WrapSite
 from distrun.convert.flow import Place
-from distrun.convert.idioms import MOVES, method_name
-from distrun.convert.models import Home, Model, home_of
+from distrun.convert.models import Home, Model, home_of, is_moved
+
+# Attributes that DistributedDataParallel answers itself, exactly as the module would.
+PASS_THROUGH = frozenset({
+    "module", "parameters", "named_parameters", "buffers", "named_buffers", "children",
+    "named_children", "modules", "named_modules", "train", "eval", "training", "zero_grad",
+    "to", "cuda", "cpu", "float", "double", "half", "bfloat16", "requires_grad_", "no_sync",
+    "register_comm_hook", "apply", "forward", "join", "type",
+})
 
 _REACH_DEPTH = 6
 
 
 def plan_wraps(ctx: Context, model: Model) -> None:
-    from distrun.convert.transforms.model import unwrap_param_uses
-
     homes = list(dict.fromkeys(model.homes.values()))
     ddp_names = {home: _ddp_name(ctx, home) for home in homes if home.kind != "param"}
     direct: dict[Home, list[cst.CSTNode]] = {home: [] for home in homes}
     for call in model.forwards:
-        home = model.homes.get(id(call))
+        home = model.homes.get(call)
         if home is None:
             continue
         direct[home].append(call)
         if home.kind != "param":
-            _call_through(ctx, call, home, ddp_names[home])
+            _call_through(ctx, model, call, home, ddp_names[home])
         else:
-            ctx.ddp_calls[id(call)] = ctx.facts.code(_called(call))
+            model.wrapped.calls[call] = ctx.facts.code(_called(call))
     for home in homes:
         if home.kind == "param":
-            ctx.ddp_params.add((id(home.scope), home.name))
+            assert isinstance(home.scope, cst.FunctionDef)
+            model.wrapped.parameters.add((home.scope, home.name))
             _pass_ddp(ctx, model, home, ddp_names, direct)
             unwrap_param_uses(ctx, model, home)
-    moved = _moved(ctx, model)
+    moved = is_moved(ctx.facts, ctx.flow, model)
     for home, sites in direct.items():
         if home.kind != "param" and sites:
             _create(ctx, model, home, ddp_names[home], sites, moved)
 
 
 def _ddp_name(ctx: Context, home: Home) -> str:
-    base = f"{home.name}_engine" if ctx.deepspeed else f"ddp_{home.name}"
+    base = ctx.target.wrapped_name(home.name)
     if home.kind == "name":
         return ctx.names.fresh(base)
     taken = {p.code for p in ctx.flow.places() if p.scope is home.scope}
@@ -82,10 +88,10 @@ def ddp_code(ctx: Context, home: Home, ddp: str, model_code: str) -> str:
     return ddp
 
 
-def _call_through(ctx: Context, call: cst.Call, home: Home, ddp: str) -> None:
+def _call_through(ctx: Context, model: Model, call: cst.Call, home: Home, ddp: str) -> None:
     target = _called(call)
     code = ddp_code(ctx, home, ddp, ctx.facts.code(target))
-    ctx.ddp_calls[id(call)] = code
+    model.wrapped.calls[call] = code
     ctx.plan.rewrite(target, lambda _n: expression(code))
     ctx.plan.change(call, "model", f"training forward pass `{ctx.facts.code(target)}(...)` -> "
                     f"`{code}(...)`: its gradients are averaged across ranks")
@@ -106,7 +112,7 @@ def _pass_ddp(ctx: Context, model: Model, home: Home, ddp_names: dict[Home, str]
         holder = facts.parent.get(arg)
         caller = home_of(facts, flow, flow.strip(arg), place)
         if holder is not None:
-            ctx.ddp_arguments.add(id(holder))
+            model.wrapped.handed_on.add(holder)
         if caller is None:
             ctx.plan.finding(site, "model", f"`{facts.code(arg)}` is passed to "
                              f"`{home.scope.name.value}()`, which trains it, but has no DDP "
@@ -121,22 +127,6 @@ def _pass_ddp(ctx: Context, model: Model, home: Home, ddp_names: dict[Home, str]
         ctx.plan.rewrite(arg, lambda _n, code=code: expression(code))  # type: ignore[misc]
         ctx.plan.change(site, "model", f"`{home.scope.name.value}()` trains the model it is "
                         f"given: it now gets `{code}`")
-
-
-def _moved(ctx: Context, model: Model) -> bool:
-    """Is the model visibly moved to a device somewhere (`.to(...)`, `.cuda()`)?"""
-    flow = ctx.flow
-    roots = {flow.root(p) for p in model.component}
-    for call in ctx.facts.calls:
-        if method_name(call) not in MOVES or not isinstance(call.func, cst.Attribute):
-            continue
-        place = flow.place_of(flow.strip(call.func.value))
-        assign = ctx.facts.parent.get(call)
-        if place is None and isinstance(assign, cst.Assign) and assign.value is call:
-            place = flow.place_of(assign.targets[0].target)  # model = Net().to(device)
-        if place is not None and flow.root(place) in roots:
-            return True
-    return False
 
 
 def _create(ctx: Context, model: Model, home: Home, ddp: str, sites: list[cst.CSTNode],
@@ -254,58 +244,14 @@ def _reaching_functions(ctx: Context, sites: list[cst.CSTNode]) -> set[int]:
     return found
 
 
-def _prepare(ctx: Context, model: Model, target: str, name: str, anchor: cst.CSTNode,
-             after: bool) -> cst.BaseStatement:
-    """accelerate: `ddp_model, optimizer, loader = accelerator.prepare(model, optimizer,
-    loader)` when the optimizer and the loaders were built before, in the same function
-    (prepared together after the model exists, the loaders draw from the random generator
-    where the original script does not: its model starts from the same weights); else
-    the model alone here, and the optimizer where it is built."""
-    facts, plan, acc = ctx.facts, ctx.plan, ctx.names.accelerator
-    if not isinstance(model.optimizer, cst.Call):  # updated by hand: nothing to prepare
-        return statement(f"{target} = {acc}.prepare({name})\n")
-    built = facts.statement(model.optimizer)
-    small = built.body[0] if isinstance(built, cst.SimpleStatementLine) else None
-    optimizer = None
-    if isinstance(small, cst.Assign) and len(small.targets) == 1:
-        optimizer = dotted(small.targets[0].target)
-    if optimizer is None or id(model.optimizer) in ctx.prepared:
-        return statement(f"{target} = {acc}.prepare({name})\n")
-    ctx.prepared.add(id(model.optimizer))
-    assert built is not None
-    together = facts.scope(built) is facts.scope(anchor) and (
-        facts.line(built) < facts.line(anchor) or after and facts.line(built) <= facts.line(
-            anchor))
-    at = anchor if together else built
-    loaders = [entry for entry in ctx.loaders_to_prepare if entry.name
-               and facts.scope(entry.call) is facts.scope(at)
-               and facts.line(entry.call) < facts.line(at)]
-    for entry in loaders:
-        ctx.loaders_to_prepare.remove(entry)
-    others = [optimizer, *[entry.name for entry in loaders if entry.name]]
-    sharded = ": the loaders are sharded, each process reads its own batches" if loaders else ""
-    where = "with the model" if together else "after the optimizer is built"
-    plan.change(at, "model", f"{', '.join(f'`{o}`' for o in others)} prepared by accelerate "
-                f"{where}{sharded}")
-    if loaders:
-        plan.shards_batches(at)
-    if not together:
-        joined = ", ".join(others)
-        plan.insert_after(built, [statement(f"{joined} = {acc}.prepare({joined})\n")])
-        return statement(f"{target} = {acc}.prepare({name})\n")
-    targets, sources = ", ".join([target, *others]), ", ".join([name, *others])
-    return statement(f"{targets} = {acc}.prepare({sources})\n")
-
-
 def _insert(ctx: Context, model: Model, home: Home, ddp: str, anchor: cst.CSTNode,
             after: bool, moved: bool) -> None:
-    facts, plan, n = ctx.facts, ctx.plan, ctx.names
+    facts, plan = ctx.facts, ctx.plan
     name = home.name if home.kind == "name" else f"self.{home.name}"
     target = ddp if home.kind == "name" else f"self.{ddp}"
     guard = facts.module_of(anchor).main_guard
     if anchor is guard and not after and isinstance(guard.body, cst.IndentedBlock):
         anchor = guard.body.body[0]  # inside the guard: the process group is set up there
-    inner = name if moved or ctx.accelerate else f"{name}.to({n.device})"
     new = []
     if ctx.options.sync_bn:
         new.append(statement(f"if torch.cuda.is_available():  # SyncBatchNorm runs on GPU only\n"
@@ -315,26 +261,51 @@ def _insert(ctx: Context, model: Model, home: Home, ddp: str, anchor: cst.CSTNod
                     "CUDA is available")
         plan.finding(anchor, "sync-bn", "SyncBatchNorm is used only with CUDA: on CPU each "
                      "rank keeps its own BatchNorm statistics", severity="info")
-    if ctx.accelerate:
-        new.append(_prepare(ctx, model, target, name, anchor, after))
-    elif ctx.deepspeed:
-        from distrun.convert.transforms.deepspeed import initialize
-
-        found = initialize(ctx, model, home, target, name, anchor, after)
-        if found is None:
-            return
-        new.append(found[0])
-        anchor, after = found[1], found[2]
-    else:
-        new.append(statement(f"{target} = {n.ddp}({inner}, device_ids=[{n.local_rank}] "
-                             f"if torch.cuda.is_available() else None)\n"))
-        ctx.need("ddp", at=anchor)
+    made = ctx.target.wrap(ctx, WrapSite(model, home, target, name, anchor, after, moved))
+    if made is None:
+        return
+    new.append(made.statement)
+    anchor, after = made.anchor, made.after
     if after:
         plan.insert_after(anchor, new)
     else:
         plan.insert_before(anchor, new)
-    what = ("accelerate's DDP object" if ctx.accelerate else "DeepSpeed engine" if ctx.deepspeed
-            else "DistributedDataParallel object")
-    plan.change(anchor, "model", f"`{target}`: the {what} of `{name}` (on its device); the "
-                f"training forward passes call it, every other use of `{name}` stays on the "
-                "model itself")
+    plan.change(anchor, "model", f"`{target}`: the {ctx.target.wrapper} of `{name}` (on its "
+                f"device); the training forward passes call it, every other use of `{name}` "
+                "stays on the model itself")
+
+
+def unwrap_param_uses(ctx: Context, model: Model, home: Home) -> None:
+    """Inside a function given the DDP object as `home.name`: what is not a forward pass
+    (attributes DDP does not answer, the object handed on) reaches the model inside."""
+    facts, plan, flow, target = ctx.facts, ctx.plan, ctx.flow, ctx.target
+    assert isinstance(home.scope, cst.FunctionDef)
+    forwards = {c.func for c in model.forwards} | {
+        c.func.value for c in model.forwards if isinstance(c.func, cst.Attribute)}
+    for node in facts.names:
+        if node.value != home.name or facts.function(node) is not home.scope:
+            continue
+        if flow.place_of(node) is None or node in forwards:
+            continue
+        parent = facts.parent.get(node)
+        if isinstance(parent, cst.Attribute) and parent.value is node:
+            if parent.attr.value not in PASS_THROUGH:
+                plan.rewrite(node, lambda n: expression(target.unwrap(ctx, code_of(n))))
+                plan.change(parent, "model", f"`{home.name}.{parent.attr.value}` -> "
+                            f"`{target.unwrap(ctx, home.name)}.{parent.attr.value}` (it "
+                            "holds the DDP object here)")
+        elif isinstance(parent, (cst.Arg, cst.Return)) and not _hands_ddp_on(ctx, parent):
+            plan.rewrite(node, lambda n: expression(target.unwrap(ctx, code_of(n))))
+            plan.change(node, "model", f"`{home.name}` -> `{target.unwrap(ctx, home.name)}` "
+                        "where it is handed on (it holds the DDP object here)")
+
+
+def _hands_ddp_on(ctx: Context, node: cst.CSTNode) -> bool:
+    """Is this argument the DDP object passed on to a function that trains with it (or to
+    isinstance/a type check)?"""
+    call = ctx.facts.parent.get(node)
+    if not isinstance(call, cst.Call):
+        return False
+    if ctx.facts.call_name(call) in ("isinstance", "type", "hasattr", "getattr"):
+        return True
+    return ctx.hands_wrapper_on(node)

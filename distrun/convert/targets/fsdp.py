@@ -30,14 +30,20 @@ tied inside a block to something outside it.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 import libcst as cst
 
 from distrun.convert.analysis import dotted
 from distrun.convert.build import statements
-from distrun.convert.context import Context, Transform
+from distrun.convert.context import Context, Stage, Transform, Wrapping, WrapSite
 from distrun.convert.idioms import DATA_PARALLEL, MOVES, method_name
-from distrun.convert.models import Model
-from distrun.convert.transforms import fsdp_checkpoint, fsdp_memory
+from distrun.convert.models import Model, is_moved, model_code_at
+from distrun.convert.options import ConvertOptions
+from distrun.convert.options import Target as TargetName
+from distrun.convert.targets import fsdp_checkpoint, fsdp_memory
+from distrun.convert.targets.base import TorchDistributed, one_model_one_optimizer
 
 _LIST_OF_BLOCKS = frozenset({"torch.nn.ModuleList", "torch.nn.Sequential",
                              "torch.nn.modules.container.ModuleList",
@@ -51,6 +57,40 @@ _HALF = frozenset({"half", "bfloat16"})
 # Calls that give back the model itself (apex, DataParallel: migrated or removed).
 _SAME_MODEL = DATA_PARALLEL | {"apex.amp.initialize"}
 _PARAMETERS = ("parameters", "named_parameters")
+
+
+class FSDP(TorchDistributed):
+    """FSDP2 changes the model in place: the model transform makes no wrapper, this
+    target's own transform shards the model before its optimizer is built."""
+
+    name: TargetName = "fsdp"
+    wrapper = "FSDP2 sharded model"
+    wraps_model = False
+
+    def check_options(self, options: ConvertOptions, given: Mapping[str, Any]) -> None:
+        shard = options.shard.replace(" ", "")
+        if shard != "auto" and not all(name.isidentifier() for name in shard.split(",")):
+            raise ValueError(f"--shard takes auto or class names separated by commas, not "
+                             f"{options.shard!r}")
+        if options.amp == "fp16":
+            raise ValueError("--amp fp16 does not apply to --to fsdp: use --amp bf16 (FSDP2's "
+                             "MixedPrecisionPolicy, no loss scaling needed), keep or none")
+        if options.grad_accum_no_sync:
+            raise ValueError("--grad-accum-no-sync does not apply to --to fsdp (FSDP2 skips "
+                             "the reduction with model.set_requires_gradient_sync(False))")
+        if options.eval_shard:
+            raise ValueError("--eval shard does not apply to --to fsdp: every forward pass "
+                             "of a sharded model gathers weights from every rank, so each "
+                             "rank evaluates the full set")
+
+    def transforms(self, stage: Stage) -> tuple[Transform, ...]:
+        return (Transform("fsdp", plan_fsdp),) if stage == "engine" else ()
+
+    def precision_owner(self, options: ConvertOptions) -> str | None:
+        return "FSDP2's MixedPrecisionPolicy sets it" if options.amp == "bf16" else None
+
+    def wrap(self, ctx: Context, site: WrapSite) -> Wrapping | None:
+        raise AssertionError("FSDP2 makes no wrapper (wraps_model is False)")
 
 
 def plan_fsdp(ctx: Context) -> None:
@@ -68,27 +108,18 @@ def plan_fsdp(ctx: Context) -> None:
         return
     _shard(ctx, model, anchor, code, blocks)
     for call in [*model.forwards, *model.other_calls]:  # each gathers weights: a collective
-        ctx.ddp_calls[id(call)] = ctx.facts.code(call.func)
+        model.wrapped.calls[call] = ctx.facts.code(call.func)
     fsdp_checkpoint.convert(ctx, model, anchor)
     fsdp_memory.report(ctx, model, anchor, blocks)
 
 
-TRANSFORM = Transform("fsdp", plan_fsdp, lambda options: options.target == "fsdp")
-
-
 def _refuse_what_cannot_shard(ctx: Context) -> None:
     facts, flow = ctx.facts, ctx.flow
-    if len(ctx.models) != 1:
-        where = ctx.models[1].optimizer if len(ctx.models) > 1 else None
-        ctx.refuse(where, f"FSDP conversion needs one model trained by one optimizer: "
-                   f"{len(ctx.models)} found", "convert to DDP (--to ddp), or call "
-                   "fully_shard on each model yourself before building its optimizer")
-        return
-    model = ctx.models[0]
-    if isinstance(model.optimizer, cst.For):
-        ctx.refuse(model.optimizer, "this model is updated by hand, without an optimizer: "
-                   "FSDP2 shards must be built before an optimizer takes the parameters",
-                   "use a torch.optim optimizer, or --to ddp")
+    model = one_model_one_optimizer(
+        ctx, "FSDP conversion", "convert to DDP (--to ddp), or call fully_shard on each "
+        "model yourself before building its optimizer", "FSDP2 shards must be built before "
+        "an optimizer takes the parameters")
+    if model is None:
         return
     for call in facts.calls:
         assign = facts.parent.get(call)
@@ -113,7 +144,7 @@ def _shard_site(ctx: Context, model: Model) -> tuple[cst.BaseStatement, str] | N
     block = facts.parent.get(built) if built is not None else None
     body = list(getattr(block, "body", ()))
     scope = facts.scope(optimizer)
-    reached = model_code_at(ctx, model, optimizer)
+    reached = model_code_at(ctx.facts, ctx.flow, model, optimizer)
     if built is None or built not in body or reached is None:
         ctx.refuse(optimizer, "the model cannot be reached where its optimizer is built",
                    "build the optimizer from the model where the model is built (same "
@@ -142,19 +173,6 @@ def _shard_site(ctx: Context, model: Model) -> tuple[cst.BaseStatement, str] | N
                        "build the model completely before its optimizer, then convert again")
             return None
     return anchor, code
-
-
-def model_code_at(ctx: Context, model: Model, near: cst.CSTNode
-                  ) -> tuple[str, cst.CSTNode] | None:
-    """The model as code in the function of `near` (`model`, `self.model`), and a node
-    reading it there, if a name or attribute there holds it."""
-    facts, flow = ctx.facts, ctx.flow
-    func, info = facts.function(near), facts.module_of(near)
-    found = [(code, node) for node in [*facts.names, *facts.attributes]
-             if facts.function(node) is func and facts.module_of(node) is info
-             and (code := dotted(node)) is not None
-             and flow.same(flow.place_of(node), model.place)]
-    return min(found, key=lambda f: len(f[0])) if found else None
 
 
 def block_classes(ctx: Context) -> tuple[str, ...]:
@@ -225,8 +243,6 @@ def _refuse_tied_blocks(ctx: Context, blocks: tuple[str, ...]) -> None:
 
 def _shard(ctx: Context, model: Model, anchor: cst.BaseStatement, code: str,
            blocks: tuple[str, ...]) -> None:
-    from distrun.convert.transforms.wrap import _moved
-
     n, plan = ctx.names, ctx.plan
     ctx.need("torch", "dist", "fully_shard", at=anchor)
     policy = ""
@@ -239,7 +255,7 @@ def _shard(ctx: Context, model: Model, anchor: cst.BaseStatement, code: str,
         lines.append(f"{mixed} = MixedPrecisionPolicy(param_dtype=torch.bfloat16, "
                      "reduce_dtype=torch.float32)\n")
         policy = f", mp_policy={mixed}"
-    if not _moved(ctx, model):
+    if not is_moved(ctx.facts, ctx.flow, model):
         lines.append(f"{code}.to({n.device})\n")
     tensor = n.fresh("tensor")
     lines.append(f"for {tensor} in [*{code}.parameters(), *{code}.buffers()]:\n"

@@ -26,10 +26,10 @@ import libcst as cst
 
 from distrun.convert.analysis import positional
 from distrun.convert.build import Rewrite, constant, expression, with_block
-from distrun.convert.context import Context, Transform
+from distrun.convert.context import Context
 from distrun.convert.idioms import method_name
+from distrun.convert.targets.base import is_model_optimizer
 from distrun.convert.transforms.checkpoint import file_opened_around
-from distrun.convert.transforms.deepspeed import is_model_optimizer
 
 _GATHER = "deepspeed.zero.GatheredParameters"
 _SAFE_ATTRIBUTES = frozenset({"device", "dtype", "requires_grad", "is_cuda"})
@@ -39,7 +39,7 @@ def plan_zero3(ctx: Context) -> None:
     if ctx.refusal is not None or len(ctx.models) != 1:
         return
     facts, plan = ctx.facts, ctx.plan
-    wrapped: set[int] = set()
+    wrapped: set[cst.CSTNode] = set()
     for call in facts.calls:
         name, method = facts.call_name(call), method_name(call)
         if name == "torch.save" and positional(call) and _is_model(ctx, positional(call)[0].value):
@@ -48,9 +48,9 @@ def plan_zero3(ctx: Context) -> None:
                        "instead, then convert again (or convert with --zero 2)")
         elif method in ("state_dict", "load_state_dict") and _is_model(ctx, _receiver(call)):
             stmt = _statement(ctx, call)
-            if stmt is None or id(stmt) in wrapped:
+            if stmt is None or stmt in wrapped:
                 continue
-            wrapped.add(id(stmt))
+            wrapped.add(stmt)
             model = facts.code(_receiver(call))
             modify = ", modifier_rank=0" if method == "load_state_dict" else ""
             head = f"{_GATHER}(list({model}.parameters()){modify})"
@@ -70,9 +70,6 @@ def plan_zero3(ctx: Context) -> None:
                          f"read them inside `with {_GATHER}(list({facts.code(_receiver(call))}"
                          ".parameters())):` on every rank (or use `p.ds_numel` to count)")
 
-
-TRANSFORM = Transform("deepspeed-zero3", plan_zero3,
-                      lambda options: options.target == "deepspeed" and options.zero == 3)
 
 
 def _gathered(head: str) -> Rewrite:

@@ -35,9 +35,9 @@ from distrun.convert.build import code_of, expression, statement
 from distrun.convert.context import Context
 from distrun.convert.flow import Place
 from distrun.convert.idioms import method_name
-from distrun.convert.models import Model
+from distrun.convert.models import Model, model_code_at
+from distrun.convert.targets.fsdp_memory import bound_value
 from distrun.convert.transforms.checkpoint import file_opened_around
-from distrun.convert.transforms.fsdp_memory import bound_value
 
 _CLIP_NORM = frozenset({"torch.nn.utils.clip_grad_norm_",
                         "torch.nn.utils.clip_grad.clip_grad_norm_"})
@@ -110,9 +110,7 @@ def _either_model(ctx: Context, model: Model, place: Place) -> bool:
 
 
 def _model_here(ctx: Context, model: Model, call: cst.Call) -> str | None:
-    from distrun.convert.transforms.fsdp import model_code_at
-
-    found = model_code_at(ctx, model, call)
+    found = model_code_at(ctx.facts, ctx.flow, model, call)
     if found is None:
         ctx.refuse(call, f"`{ctx.facts.code(call)}`: the optimizer's state of a sharded "
                    "model is gathered and loaded with the model, which cannot be reached "
