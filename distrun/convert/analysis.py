@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
 
-from distrun.convert.collect import Collector
 from distrun.convert.syntax import block_body, dotted, keyword, positional, string_value, walk
+from distrun.convert.tree_walk import ModuleInfo, NodeIndex, Walker
 
 __all__ = ["Facts", "ModuleInfo", "Scope", "block_body", "dotted", "keyword", "positional",
            "string_value", "walk"]
@@ -30,47 +30,13 @@ Scope = cst.FunctionDef | cst.Module
 
 
 @dataclass
-class ModuleInfo:
-    """One file: its tree and what is defined and imported at its top."""
+class Facts(NodeIndex):
+    """Built once by `Facts.build`; read-only afterwards (transforms only ask). The node
+    tables (parents, calls, loops...) are those of `tree_walk.NodeIndex`."""
 
-    name: str  # dotted module name as imports spell it: "train", "utils", "models.resnet"
-    path: str  # the file, as reports name it
-    module: cst.Module
-    is_entry: bool = True
-    imports: dict[str, str] = field(default_factory=dict)  # local name -> qualified name
-    star_imports: list[str] = field(default_factory=list)  # modules of `from X import *`
-    functions: dict[str, cst.FunctionDef] = field(default_factory=dict)
-    classes: dict[str, cst.ClassDef] = field(default_factory=dict)
-    main_guard: cst.If | None = None
-    import_statements: list[cst.SimpleStatementLine] = field(default_factory=list)
-    bound_names: frozenset[str] = frozenset()
-    calls: list[cst.Call] = field(default_factory=list)  # in source order
-    call_starts: list[tuple[int, int]] = field(default_factory=list)
-
-    @property
-    def package(self) -> str:
-        """The package relative imports start from ("" for a top-level module)."""
-        is_package = self.path.replace("\\", "/").endswith("/__init__.py")
-        return self.name if is_package else self.name.rpartition(".")[0]
-
-
-@dataclass
-class Facts:
-    """Built once by `Facts.build`; read-only afterwards (transforms only ask)."""
-
-    modules: list[ModuleInfo]
+    modules: list[ModuleInfo] = field(default_factory=list)
     lines: dict[cst.CSTNode, int] = field(default_factory=dict)
     spans: dict[cst.CSTNode, tuple[tuple[int, int], tuple[int, int]]] = field(default_factory=dict)
-    parent: dict[cst.CSTNode, cst.CSTNode] = field(default_factory=dict)
-    calls: list[cst.Call] = field(default_factory=list)
-    for_loops: list[cst.For] = field(default_factory=list)
-    returns: list[cst.Return] = field(default_factory=list)
-    assigns: list[cst.Assign | cst.AnnAssign] = field(default_factory=list)
-    global_statements: list[cst.Global] = field(default_factory=list)
-    function_defs: list[cst.FunctionDef] = field(default_factory=list)  # at any depth
-    attributes: list[cst.Attribute] = field(default_factory=list)
-    names: list[cst.Name] = field(default_factory=list)
-    strings: list[cst.SimpleString] = field(default_factory=list)
     bound_names: frozenset[str] = frozenset()  # every name any module binds
     _roots: dict[int, ModuleInfo] = field(default_factory=dict)
     _by_name: dict[str, ModuleInfo] = field(default_factory=dict)
@@ -90,11 +56,11 @@ class Facts:
                 facts.lines[node] = pos.start.line
                 facts.spans[node] = ((pos.start.line, pos.start.column),
                                      (pos.end.line, pos.end.column))
-            collector = Collector(facts, info)
-            info.module.visit(collector)
-            info.bound_names = frozenset(collector.bound)
+            walker = Walker(facts, info)
+            info.module.visit(walker)
+            info.bound_names = frozenset(walker.bound)
             info.call_starts = [facts.spans[c][0] for c in info.calls]
-            bound |= collector.bound
+            bound |= walker.bound
             facts._roots[id(info.module)] = info
             facts._by_name[info.name] = info
         facts.bound_names = frozenset(bound)

@@ -22,9 +22,9 @@ import libcst as cst
 
 from distrun.convert.analysis import Facts, ModuleInfo
 from distrun.convert.edits import Plan
-from distrun.convert.flow import Flow
 from distrun.convert.models import Home, Model
 from distrun.convert.names import Names
+from distrun.convert.object_flow import Flow
 from distrun.convert.options import ConvertOptions
 from distrun.convert.options import Target as TargetName
 from distrun.convert.report import Finding

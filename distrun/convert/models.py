@@ -23,7 +23,6 @@ from typing import Literal
 import libcst as cst
 
 from distrun.convert.analysis import Facts, dotted
-from distrun.convert.flow import Flow, Place
 from distrun.convert.idioms import (
     MOVES,
     is_backward,
@@ -32,6 +31,7 @@ from distrun.convert.idioms import (
     method_name,
     unwrap_iter,
 )
+from distrun.convert.object_flow import Flow, Place
 
 _NO_GRAD = frozenset({"torch.no_grad", "torch.inference_mode", "torch.autograd.no_grad",
                       "torch.autograd.grad_mode.no_grad",

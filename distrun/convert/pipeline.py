@@ -10,7 +10,7 @@ new code uses.
 
 from __future__ import annotations
 
-from distrun.convert import library
+from distrun.convert import imported_modules
 from distrun.convert.analysis import Facts, ModuleInfo
 from distrun.convert.apply import apply
 from distrun.convert.context import Context, Stage, Transform
@@ -20,9 +20,9 @@ from distrun.convert.names import Names
 from distrun.convert.options import ConvertOptions
 from distrun.convert.report import ConvertResult, Finding, Status
 from distrun.convert.targets import target_for
-from distrun.convert.transforms import PIPELINE, halfdone
+from distrun.convert.transforms import PIPELINE, old_launcher
 from distrun.convert.transforms.detect import already_distributed, spawns_processes
-from distrun.convert.transforms.halfdone import local_rank_option
+from distrun.convert.transforms.old_launcher import local_rank_option
 
 
 def run(modules: list[ModuleInfo], options: ConvertOptions) -> list[ConvertResult]:
@@ -31,7 +31,7 @@ def run(modules: list[ModuleInfo], options: ConvertOptions) -> list[ConvertResul
     stopped = _gate(facts)
     pipeline: tuple[Transform | Stage, ...] = PIPELINE
     if stopped is not None and stopped[0] == "already-distributed" and local_rank_option(facts):
-        stopped, pipeline = None, (halfdone.COMPLETE,)  # written for the old launcher
+        stopped, pipeline = None, (old_launcher.COMPLETE,)  # written for the old launcher
     if stopped is not None:
         return _unchanged(facts, *stopped)
     target = target_for(options)
@@ -47,7 +47,7 @@ def run(modules: list[ModuleInfo], options: ConvertOptions) -> list[ConvertResul
         tree = apply(ctx.plan, info)
         source, output = info.module.code, tree.code
         if (not info.is_entry or ctx.entry_is_library) and output != source:
-            output = library.complete(ctx, info, tree).code
+            output = imported_modules.complete(ctx, info, tree).code
         report = ctx.plan.report(info)
         status: Status = "converted" if output != source or info.is_entry else "nothing-to-do"
         results.append(ConvertResult(source, output, status, report.changes, report.findings,

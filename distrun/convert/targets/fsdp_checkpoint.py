@@ -33,9 +33,9 @@ import libcst as cst
 from distrun.convert.analysis import keyword, positional
 from distrun.convert.build import code_of, expression, statement
 from distrun.convert.context import Context
-from distrun.convert.flow import Place
 from distrun.convert.idioms import method_name
 from distrun.convert.models import Model, model_code_at
+from distrun.convert.object_flow import Place
 from distrun.convert.targets.fsdp_memory import bound_value
 from distrun.convert.transforms.checkpoint import file_opened_around
 

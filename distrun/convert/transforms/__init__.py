@@ -14,8 +14,6 @@ from __future__ import annotations
 
 from distrun.convert.context import Stage, Transform
 from distrun.convert.transforms import (
-    accumulate,
-    agree,
     amp,
     checkpoint,
     data,
@@ -23,11 +21,13 @@ from distrun.convert.transforms import (
     directories,
     download,
     evaluation,
+    grad_accum,
     hazards,
     loss,
     model,
     output,
-    scaling,
+    rank0_values,
+    scale_lr,
     setup,
 )
 
@@ -41,14 +41,14 @@ PIPELINE: tuple[Transform | Stage, ...] = (
     amp.REMOVE,
     amp.TRANSFORM,
     "engine",
-    accumulate.TRANSFORM,
-    scaling.TRANSFORM,
+    grad_accum.TRANSFORM,
+    scale_lr.TRANSFORM,
     checkpoint.TRANSFORM,
     output.TRANSFORM,
     directories.TRANSFORM,
     "late",
     download.TRANSFORM,
-    agree.TRANSFORM,
+    rank0_values.TRANSFORM,
     hazards.TRANSFORM,
     setup.TRANSFORM,
 )

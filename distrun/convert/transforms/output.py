@@ -26,7 +26,7 @@ from distrun.convert.build import (
     statement,
 )
 from distrun.convert.context import Context, Transform
-from distrun.convert.flow import Place
+from distrun.convert.object_flow import Place
 
 _LOG_LEVELS = frozenset({"debug", "info", "warning", "warn", "error", "exception", "critical",
                          "log"})

@@ -26,9 +26,9 @@ import libcst as cst
 from distrun.convert.analysis import dotted, keyword, positional
 from distrun.convert.build import append_keyword, code_of, expression, statement
 from distrun.convert.context import Context
-from distrun.convert.flow import Place
 from distrun.convert.idioms import TrainLoop, origin_names
 from distrun.convert.names import Names
+from distrun.convert.object_flow import Place
 
 _LOADER = re.compile(r"loader|(^|_)dl$", re.IGNORECASE)
 

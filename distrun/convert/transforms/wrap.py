@@ -22,8 +22,8 @@ import libcst as cst
 from distrun.convert.analysis import Facts
 from distrun.convert.build import code_of, expression, statement
 from distrun.convert.context import Context, WrapSite
-from distrun.convert.flow import Place
 from distrun.convert.models import Home, Model, home_of, is_moved
+from distrun.convert.object_flow import Place
 
 # Attributes that DistributedDataParallel answers itself, exactly as the module would.
 PASS_THROUGH = frozenset({

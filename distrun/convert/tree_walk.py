@@ -4,18 +4,58 @@ calls, loops, returns, assignments and every name each module binds."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from dataclasses import dataclass, field
 
 import libcst as cst
 
 from distrun.convert.syntax import dotted, string_value
 
-if TYPE_CHECKING:
-    from distrun.convert.analysis import Facts, ModuleInfo
+
+@dataclass
+class ModuleInfo:
+    """One file: its tree and what is defined and imported at its top."""
+
+    name: str  # dotted module name as imports spell it: "train", "utils", "models.resnet"
+    path: str  # the file, as reports name it
+    module: cst.Module
+    is_entry: bool = True
+    imports: dict[str, str] = field(default_factory=dict)  # local name -> qualified name
+    star_imports: list[str] = field(default_factory=list)  # modules of `from X import *`
+    functions: dict[str, cst.FunctionDef] = field(default_factory=dict)
+    classes: dict[str, cst.ClassDef] = field(default_factory=dict)
+    main_guard: cst.If | None = None
+    import_statements: list[cst.SimpleStatementLine] = field(default_factory=list)
+    bound_names: frozenset[str] = frozenset()
+    calls: list[cst.Call] = field(default_factory=list)  # in source order
+    call_starts: list[tuple[int, int]] = field(default_factory=list)
+
+    @property
+    def package(self) -> str:
+        """The package relative imports start from ("" for a top-level module)."""
+        is_package = self.path.replace("\\", "/").endswith("/__init__.py")
+        return self.name if is_package else self.name.rpartition(".")[0]
 
 
-class Collector(cst.CSTVisitor):
-    def __init__(self, facts: Facts, info: ModuleInfo) -> None:
+@dataclass
+class NodeIndex:
+    """The nodes of every module, by kind, in source order, and each node's parent."""
+
+    parent: dict[cst.CSTNode, cst.CSTNode] = field(default_factory=dict)
+    calls: list[cst.Call] = field(default_factory=list)
+    for_loops: list[cst.For] = field(default_factory=list)
+    returns: list[cst.Return] = field(default_factory=list)
+    assigns: list[cst.Assign | cst.AnnAssign] = field(default_factory=list)
+    global_statements: list[cst.Global] = field(default_factory=list)
+    function_defs: list[cst.FunctionDef] = field(default_factory=list)  # at any depth
+    attributes: list[cst.Attribute] = field(default_factory=list)
+    names: list[cst.Name] = field(default_factory=list)
+    strings: list[cst.SimpleString] = field(default_factory=list)
+
+
+class Walker(cst.CSTVisitor):
+    """Fills `facts` (the project's node index) and `info` (one module) in one walk."""
+
+    def __init__(self, facts: NodeIndex, info: ModuleInfo) -> None:
         self.facts = facts
         self.info = info
         self.stack: list[cst.CSTNode] = []
