@@ -47,7 +47,7 @@ def convert_notebook_command(script: str, output: str | None, in_place: bool,
         at = next(k for k, v in notebook.where.items() if v == (number, line))
         shell = what == "shell command"
         result.findings.append(Finding(
-            at, "notebook", "warning" if shell else "info", f"{what}, not Python: `{text}` "
+            at, "notebook.magic", "warning" if shell else "info", f"{what}, not Python: `{text}` "
             "commented out" if "kept" not in what else f"{what} (`{text}`)",
             "run it yourself before launching" if shell else ""))
     written: str | None = None

@@ -23,8 +23,9 @@ if TYPE_CHECKING:
 
 def report_text(result: ConvertResult, filename: str,
                 cells: Mapping[int, tuple[int, int]] | None = None) -> str:
-    """`FILE:LINE: rule: message` per change and finding (a notebook's: `FILE:cell C:LINE`,
-    `cells` mapping the lines of its code-cell script to cells)."""
+    """`FILE:LINE: rule: message` per change, `FILE:LINE: severity: message [rule]` per
+    finding, the rule being its registered id (`convert/rules.py`); a notebook's lines
+    are `FILE:cell C:LINE` (`cells` maps the lines of its code-cell script to cells)."""
     lines = []
     for entry in result.sorted_entries():
         where = f"{filename}:{entry.line}"
@@ -33,7 +34,7 @@ def report_text(result: ConvertResult, filename: str,
             where = f"{filename}:cell {cell}:{line}" if cell else filename
         if hasattr(entry, "severity"):
             finding: Finding = entry  # type: ignore[assignment]
-            text = f"{where}: {finding.severity}: {entry.message}"
+            text = f"{where}: {finding.severity}: {entry.message} [{entry.rule}]"
             if finding.fix:
                 text += f"\n    fix: {finding.fix}"
         else:

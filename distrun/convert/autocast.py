@@ -38,7 +38,8 @@ def autocast_forward(ctx: Context, backward_stmt: cst.CSTNode, loss: str, mixed:
     loss_at = next((i for i in range(index - 1, -1, -1)
                     if statement_assigns(siblings[i], loss)), None)
     if loss_at is None:
-        plan.finding(backward_stmt, "amp", f"no `{loss} = ...` before the backward in its block: "
+        plan.finding(backward_stmt, "amp.autocast_missed",
+                     f"no `{loss} = ...` before the backward in its block: "
                      "the forward pass was not put under autocast",
                      f"wrap the forward pass and loss in `with torch.autocast(\"cuda\", "
                      f"dtype=torch.{mixed.dtype}):`")
@@ -52,7 +53,7 @@ def autocast_forward(ctx: Context, backward_stmt: cst.CSTNode, loss: str, mixed:
             first = i
     head = f"torch.autocast({mixed.device}, dtype=torch.{mixed.dtype}, enabled={mixed.enabled})"
     plan.wrap(siblings[first], siblings[loss_at], lambda body: with_block(head, body))
-    plan.change(siblings[first], "amp", f"forward pass and loss under `torch.autocast` "
+    plan.change(siblings[first], "amp.autocast", f"forward pass and loss under `torch.autocast` "
                 f"({mixed.dtype})")
 
 
@@ -70,7 +71,8 @@ def scaled_steps(ctx: Context, near: cst.CSTNode, optimizer: str, scaler: str | 
         if isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1:
             plan.rewrite(call, lambda _n: expression(f"{scaler}.step({optimizer})"))
             plan.insert_after(stmt, [statement(f"{scaler}.update()\n")])
-            plan.change(call, "amp", f"`{optimizer}.step()` -> `{scaler}.step({optimizer})` "
+            plan.change(call, "amp.scaler_step",
+                        f"`{optimizer}.step()` -> `{scaler}.step({optimizer})` "
                         f"and `{scaler}.update()`")
 
 

@@ -28,6 +28,7 @@ from distrun.convert.object_flow import Flow
 from distrun.convert.options import ConvertOptions
 from distrun.convert.options import Target as TargetName
 from distrun.convert.report import Finding
+from distrun.convert.rules import check
 
 
 @dataclass(frozen=True)
@@ -58,13 +59,13 @@ class Context:
     entry_is_library: bool = False  # setup -> pipeline: the entry only defines things
     _flow: Flow | None = field(default=None, repr=False)
 
-    def refuse(self, node: cst.CSTNode | None, message: str, fix: str) -> None:
+    def refuse(self, node: cst.CSTNode | None, rule: str, message: str, fix: str) -> None:
         """Convert nothing: what is at `node` cannot be converted safely (the first
-        reason found is kept)."""
+        reason found is kept; `rule`: its registered id)."""
         if self.refusal is None:
             where = self.facts.module_of(node) if node is not None else self.facts.entry
             line = self.facts.line(node) if node is not None else 1
-            self.refusal = (Finding(line, self.target.name, "error", message, fix), where)
+            self.refusal = (Finding(line, check(rule), "error", message, fix), where)
 
     def need(self, *keys: str, at: cst.CSTNode | None = None) -> None:
         """The module of `at` (default: the entry script) needs these imports (keys of

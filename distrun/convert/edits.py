@@ -18,6 +18,7 @@ import libcst as cst
 from distrun.convert.analysis import Facts, ModuleInfo
 from distrun.convert.build import Rewrite, constant
 from distrun.convert.report import SHARDED_BATCH_NOTE, Change, Finding, Severity
+from distrun.convert.rules import check
 
 Wrapper = Callable[[list[cst.BaseStatement]], cst.BaseStatement]
 
@@ -53,7 +54,7 @@ class Plan:
     # -- the report ----------------------------------------------------------------
 
     def change(self, node: cst.CSTNode, rule: str, message: str) -> None:
-        self._report(node).changes.append(Change(self.facts.line(node), rule, message))
+        self._report(node).changes.append(Change(self.facts.line(node), check(rule), message))
 
     def finding(
         self, node: cst.CSTNode | None, rule: str, message: str, fix: str = "",
@@ -61,7 +62,7 @@ class Plan:
     ) -> None:
         """A finding at `node` (None: about the whole script, at line 1 of the entry)."""
         line = self.facts.line(node) if node is not None else 1
-        self._report(node).findings.append(Finding(line, rule, severity, message, fix))
+        self._report(node).findings.append(Finding(line, check(rule), severity, message, fix))
 
     def shards_batches(self, node: cst.CSTNode) -> None:
         """The loader changed at `node` now gives each process its own batches: the

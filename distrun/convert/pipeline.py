@@ -81,20 +81,20 @@ def _gate(facts: Facts) -> tuple[Status, Finding, ModuleInfo] | None:
     found = already_distributed(facts)
     if found is not None:
         return "already-distributed", Finding(
-            facts.line(found), "detect", "info",
+            facts.line(found), "detect.already_distributed", "info",
             f"already distributed (`{facts.code(found.func)}`): left unchanged"), \
             facts.module_of(found)
     found = spawns_processes(facts)
     if found is not None:
         return "unsupported", Finding(
-            facts.line(found), "detect", "warning",
+            facts.line(found), "detect.spawns_processes", "warning",
             f"the script starts its own processes (`{facts.code(found.func)}`): not converted",
             "let torchrun start the processes: call the worker function directly once per "
             "process and convert that script"), facts.module_of(found)
     if not _looks_like_training(facts):
         return "nothing-to-do", Finding(
-            1, "detect", "info", "no PyTorch training found (no optimizer, DataLoader or "
-            "backward() on a torch import): nothing to convert"), facts.entry
+            1, "detect.no_training", "info", "no PyTorch training found (no optimizer, "
+            "DataLoader or backward() on a torch import): nothing to convert"), facts.entry
     return None
 
 

@@ -61,7 +61,7 @@ def test_code_cells_become_a_converted_script(nb: Path) -> None:
     assert "ddp_model = DDP(" in script and "DistributedSampler(data" in script
     out = result.stdout
     assert "train.ipynb:cell 1:2: warning: shell command, not Python: `!pip install torch`" in out
-    assert "train.ipynb:cell 2:3: data: DataLoader sharded" in out
+    assert "train.ipynb:cell 2:3: data.sampler: DataLoader sharded" in out
     assert "train.ipynb:cell 3:1: info: cell magic %%time" in out
     assert out.rstrip().endswith("train.ipynb -> train_ddp.py: 8 changes, 1 warning")
 

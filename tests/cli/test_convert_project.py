@@ -114,7 +114,7 @@ def test_default_is_a_converted_copy_of_the_folder(proj: Path) -> None:
     for rel in ("evaluate.py", "models/net.py", "models/__init__.py", "README.txt"):
         assert copied[rel] == before[rel], rel
     # reports name each file as the user reaches it, with its line
-    assert "proj/utils.py:7: data: DataLoader sharded" in result.stdout
+    assert "proj/utils.py:7: data.sampler: DataLoader sharded" in result.stdout
     assert "proj/train.py:" in result.stdout
     assert result.stdout.rstrip().splitlines()[-1].startswith(
         "proj/train.py -> proj_ddp: 5 files read, 2 changed (train.py, utils.py)")
@@ -233,7 +233,7 @@ def test_root_finds_the_packages_of_the_repository(tmp_path: Path,
     assert "lib/trainer.py" not in alone.stdout  # not found from the script's folder
     result = run("convert", "repo/projects/demo/run.py", "--root", "repo", "-o", "out")
     assert result.exit_code == 0, result.output
-    assert "repo/lib/trainer.py:7: data: DataLoader sharded" in result.stdout
+    assert "repo/lib/trainer.py:7: data.sampler: DataLoader sharded" in result.stdout
     assert b"DistributedSampler" in (tmp_path / "out" / "lib" / "trainer.py").read_bytes()
     assert (tmp_path / "out" / "projects" / "demo" / "run.py").is_file()
 

@@ -29,7 +29,7 @@ for epoch in range(2):
 def convert_with(extra: str) -> tuple[str, set[tuple[int, str]]]:
     source = textwrap.dedent(TRAINING) + textwrap.dedent(extra)
     result = convert_source(source, "t.py")
-    return result.output, {(c.line, c.rule) for c in result.changes}
+    return result.output, {(c.line, c.rule.split(".")[0]) for c in result.changes}
 
 
 def line_of(source: str, needle: str) -> int:
@@ -58,8 +58,8 @@ def line_of(source: str, needle: str) -> int:
         ("directories", 'folder.mkdir()  # not known to be a pathlib.Path\n'),
         ("loss", "mean = nn.functional.mse_loss(model(torch.zeros(1, 2)), torch.zeros(1, 1))\n"),
         ("download", 'dataset = datasets.MNIST("data", download=False)\n'),
-        ("agree", "start = time.time()  # a timer, not the name of a run\n"),
-        ("agree", 'run_name = "fixed"\n'),
+        ("rank0_values", "start = time.time()  # a timer, not the name of a run\n"),
+        ("rank0_values", 'run_name = "fixed"\n'),
         ("output", 'logging.error("disk full")\n'),
         ("output", 'content = open("notes.txt").read()\n'),
     ],
@@ -99,7 +99,7 @@ def test_loader_with_its_own_sampler_is_left_with_a_warning() -> None:
     result = convert_source(textwrap.dedent(source), "t.py")
     assert "sampler=my_sampler)" in result.output
     assert "DistributedSampler(" not in result.output
-    assert any(f.rule == "data" and "already has a sampler" in f.message
+    assert any(f.rule == "data.own_sampler" and "already has a sampler" in f.message
                for f in result.findings)
 
 
@@ -156,7 +156,7 @@ def test_no_dataloader_is_reported() -> None:
         "    opt.step()\n"
     )
     result = convert_source(source, "m.py")
-    assert any(f.rule == "data" and "no DataLoader" in f.message for f in result.findings)
+    assert any(f.rule == "data.no_loader" and "no DataLoader" in f.message for f in result.findings)
 
 
 MODERN_AMP = """
@@ -182,7 +182,7 @@ def test_modern_amp_is_left_alone(amp: str) -> None:
     from distrun.convert import ConvertOptions
 
     result = convert_source(MODERN_AMP, "m.py", ConvertOptions(amp=amp))  # type: ignore[arg-type]
-    assert not [c for c in result.changes if c.rule == "amp"]
+    assert not [c for c in result.changes if c.rule.startswith("amp.")]
     assert result.output.count("torch.autocast(") == 1
     assert 'scaler = torch.amp.GradScaler("cuda")' in result.output
 
@@ -201,5 +201,5 @@ def test_scale_lr_reports_an_optimizer_with_its_default_rate() -> None:
                                                "torch.optim.Adam(model.parameters())")
     result = convert_source(source, "t.py", ConvertOptions(scale_lr=True))
     assert "torch.optim.Adam(model.parameters())" in result.output
-    assert any(f.rule == "scale-lr" and "default learning rate" in f.message
+    assert any(f.rule == "scale_lr.default_lr" and "default learning rate" in f.message
                for f in result.findings)

@@ -35,8 +35,8 @@ def findings(options: ConvertOptions) -> dict[str, str]:
 
 def test_progress_against_the_whole_dataset_is_reported() -> None:
     said = findings(ConvertOptions())
-    assert "ends near 1/WORLD_SIZE" in said["14:data"]
-    assert "len(loader.sampler)" in said["14:data"]
+    assert "ends near 1/WORLD_SIZE" in said["14:data.progress"]
+    assert "len(loader.sampler)" in said["14:data.progress"]
 
 
 def test_the_samplers_own_order_is_said() -> None:
@@ -49,8 +49,8 @@ def test_the_samplers_own_order_is_said() -> None:
                                               ("accelerate", "`accelerator.prepare`")])
 def test_batchnorm_advice_names_the_targets_wrap(target: str, wrap: str) -> None:
     said = findings(ConvertOptions(target=target))  # type: ignore[arg-type]
-    assert f"SyncBatchNorm before {wrap}" in said["8:batchnorm"]
-    assert "--sync-bn" in said["8:batchnorm"]
+    assert f"SyncBatchNorm before {wrap}" in said["8:hazards.batchnorm"]
+    assert "--sync-bn" in said["8:hazards.batchnorm"]
 
 
 def test_no_batchnorm_advice_once_sync_bn_converts_it() -> None:

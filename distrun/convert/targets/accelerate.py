@@ -109,7 +109,7 @@ class Accelerate:
         sharded = ": the loaders are sharded, each process reads its own batches" \
             if loaders else ""
         where = "with the model" if together else "after the optimizer is built"
-        plan.change(at, "model", f"{', '.join(f'`{o}`' for o in others)} prepared by "
+        plan.change(at, "accelerate.prepare", f"{', '.join(f'`{o}`' for o in others)} prepared by "
                     f"accelerate {where}{sharded}")
         if loaders:
             plan.shards_batches(at)
@@ -191,7 +191,8 @@ class Accelerate:
         acc = ctx.names.accelerator
         for loader in self.loaders:
             ctx.plan.rewrite(loader.call, lambda n: expression(f"{acc}.prepare({code_of(n)})"))
-            ctx.plan.change(loader.call, "data", f"DataLoader prepared by accelerate "
+            ctx.plan.change(loader.call, "accelerate.prepare_loader",
+                            f"DataLoader prepared by accelerate "
                             f"({loader.why}): each process reads its own batches, shuffled "
                             "alike; the global batch is batch_size x WORLD_SIZE")
             ctx.plan.shards_batches(loader.call)
@@ -210,5 +211,5 @@ def _backward_through_accelerator(ctx: Context) -> None:
         if isinstance(loss, cst.Call) or dotted(loss) in {None, *scaled}:
             continue  # scaler.scale(loss).backward() and apex's scaled loss stay as they are
         backward_through(ctx, call, acc)
-        ctx.plan.change(call, "backward", f"`{facts.code(loss)}.backward()` -> "
+        ctx.plan.change(call, "accelerate.backward", f"`{facts.code(loss)}.backward()` -> "
                         f"`{acc}.backward({facts.code(loss)})`")

@@ -123,12 +123,14 @@ def one_model_one_optimizer(ctx: Context, what: str, fix: str, by_hand: str) -> 
     `by_hand` says why a model updated without an optimizer cannot be converted)."""
     if len(ctx.models) != 1:
         where = ctx.models[1].optimizer if len(ctx.models) > 1 else None
-        ctx.refuse(where, f"{what} needs one model trained by one optimizer: "
+        ctx.refuse(where, f"{ctx.target.name}.one_model",
+                   f"{what} needs one model trained by one optimizer: "
                    f"{len(ctx.models)} found", fix)
         return None
     model = ctx.models[0]
     if isinstance(model.optimizer, cst.For):
-        ctx.refuse(model.optimizer, f"this model is updated by hand, without an optimizer: "
+        ctx.refuse(model.optimizer, f"{ctx.target.name}.updated_by_hand",
+                   f"this model is updated by hand, without an optimizer: "
                    f"{by_hand}", "use a torch.optim optimizer, or --to ddp")
         return None
     return model

@@ -105,7 +105,8 @@ def _initialize(ctx: Context, site: WrapSite) -> Wrapping | None:
     reachable = sorted(p.code for p in flow.component(place) if p.scope is home.scope
                        and _plain(p.code, home)) if place is not None else []
     if not reachable or built is None or place is None:
-        ctx.refuse(model.optimizer, f"the optimizer of `{name}` cannot be reached where its "
+        ctx.refuse(model.optimizer, "deepspeed.optimizer_out_of_reach",
+                   f"the optimizer of `{name}` cannot be reached where its "
                    "DeepSpeed engine is made", "build the optimizer where the model is built "
                    "(same function or class), then convert again")
         return None
@@ -194,23 +195,27 @@ def _refuse_what_cannot_move(ctx: Context) -> None:
     for call in facts.calls:
         name = facts.call_name(call) or ""
         if name.startswith("apex."):
-            ctx.refuse(call, "apex mixed precision cannot move into a DeepSpeed config "
+            ctx.refuse(call, "deepspeed.apex",
+                       "apex mixed precision cannot move into a DeepSpeed config "
                        "automatically", "convert with --to ddp first (it migrates apex), or "
                        "remove apex and set fp16/bf16 in ds_config.json")
         elif name in _AMP and ctx.options.amp == "keep":
-            ctx.refuse(call, "mixed precision written in code: under DeepSpeed it is set in "
+            ctx.refuse(call, "deepspeed.amp_in_code",
+                       "mixed precision written in code: under DeepSpeed it is set in "
                        "ds_config.json", "convert with --amp fp16, --amp bf16 or --amp none: "
                        "distrun removes autocast and the GradScaler and sets the config")
         elif method_name(call) == "load_state_dict" and is_model_optimizer(ctx, call) \
                 and ds_checkpoint.load_path(ctx, call) is None:
-            ctx.refuse(call, "the optimizer's state is loaded from a checkpoint distrun "
+            ctx.refuse(call, "deepspeed.untraced_resume",
+                       "the optimizer's state is loaded from a checkpoint distrun "
                        "cannot trace to its `torch.load(path)`: under ZeRO each rank holds a "
                        "shard of it, so this resume would be wrong", "load it with "
                        "`state = torch.load(path)` in the same function, or resume with "
                        "`engine.load_checkpoint(dir)` after `engine.save_checkpoint(dir)` "
                        "on every rank")
         elif name in _CLIP_OTHER:
-            ctx.refuse(call, f"`{facts.code(call.func)}`: DeepSpeed clips only by the "
+            ctx.refuse(call, "deepspeed.clipping",
+                       f"`{facts.code(call.func)}`: DeepSpeed clips only by the "
                        "gradients' global 2-norm", "use clip_grad_norm_ (it moves into "
                        "gradient_clipping), or --to ddp")
 
@@ -233,24 +238,27 @@ def _backward(ctx: Context, call: cst.Call, accumulating: bool) -> None:
     if isinstance(call.func.value, cst.Call) and call.func.value.args:  # scaler.scale(loss)
         loss = ctx.facts.code(call.func.value.args[0].value)
     if engine is None:
-        ctx.refuse(call, f"`{loss}.backward()` runs where no DeepSpeed engine can be reached",
+        ctx.refuse(call, "deepspeed.engine_out_of_reach",
+                   f"`{loss}.backward()` runs where no DeepSpeed engine can be reached",
                    "compute the loss and call backward where the model's forward pass runs")
         return
 
     # accumulating: the script scales its loss itself, as before
     backward_through(ctx, call, engine, ", scale_wrt_gas=False" if accumulating else "")
-    ctx.plan.change(call, "deepspeed", f"`{ctx.facts.code(call)}` -> `{engine}.backward({loss})`: "
+    ctx.plan.change(call, "deepspeed.backward",
+                    f"`{ctx.facts.code(call)}` -> `{engine}.backward({loss})`: "
                     "the engine reduces the gradients into each rank's ZeRO shard")
 
 
 def _step(ctx: Context, call: cst.Call) -> None:
     engine = engine_at(ctx, call)
     if engine is None:
-        ctx.refuse(call, f"`{ctx.facts.code(call)}` runs where no DeepSpeed engine can be "
+        ctx.refuse(call, "deepspeed.engine_out_of_reach",
+                   f"`{ctx.facts.code(call)}` runs where no DeepSpeed engine can be "
                    "reached", "step the optimizer where the model's forward pass runs")
         return
     ctx.plan.rewrite(call, lambda _n: expression(f"{engine}.step()"))
-    ctx.plan.change(call, "deepspeed", f"`{ctx.facts.code(call)}` -> `{engine}.step()`: it "
+    ctx.plan.change(call, "deepspeed.step", f"`{ctx.facts.code(call)}` -> `{engine}.step()`: it "
                     "clips, steps the sharded optimizer, gathers the weights and zeroes the "
                     "gradients")
 
@@ -262,14 +270,17 @@ def _zero_grad(ctx: Context, call: cst.Call) -> None:
     parent = ctx.facts.parent.get(call)
     if engine is not None:
         ctx.plan.rewrite(call, lambda _n: expression(f"{engine}.zero_grad()"))
-        ctx.plan.change(call, "deepspeed", f"`{ctx.facts.code(call)}` -> `{engine}.zero_grad()` "
+        ctx.plan.change(call, "deepspeed.zero_grad",
+                        f"`{ctx.facts.code(call)}` -> `{engine}.zero_grad()` "
                         "(the optimizer's own would drop the buffers ZeRO keeps on its shard)")
     elif isinstance(parent, cst.Expr):
         ctx.plan.remove(parent)
-        ctx.plan.change(call, "deepspeed", f"`{ctx.facts.code(call)}` removed: the engine's "
+        ctx.plan.change(call, "deepspeed.zero_grad",
+                        f"`{ctx.facts.code(call)}` removed: the engine's "
                         "step() zeroes the gradients")
     else:
-        ctx.refuse(call, f"`{ctx.facts.code(call)}` would drop the gradient buffers ZeRO keeps",
+        ctx.refuse(call, "deepspeed.zero_grad",
+                   f"`{ctx.facts.code(call)}` would drop the gradient buffers ZeRO keeps",
                    "remove it: the engine's step() zeroes the gradients")
 
 
@@ -293,14 +304,16 @@ def _local_rank_argument(ctx: Context) -> None:
                         'default=0, help="set by the deepspeed launcher (LOCAL_RANK is read '
                         'from the environment)")\n')
         (ctx.plan.insert_after if mine else ctx.plan.insert_before)(stmt, [new])
-        ctx.plan.change(stmt, "deepspeed", f"`{parser}` accepts --local_rank, which the "
+        ctx.plan.change(stmt, "deepspeed.local_rank_argument",
+                        f"`{parser}` accepts --local_rank, which the "
                         "deepspeed launcher passes")
 
 
 def _load(ctx: Context, call: cst.Call) -> None:
     engine, path = engine_at(ctx, call), ds_checkpoint.load_path(ctx, call)
     if engine is None or path is None:
-        ctx.refuse(call, "the optimizer's state is loaded where no DeepSpeed engine can be "
+        ctx.refuse(call, "deepspeed.engine_out_of_reach",
+                   "the optimizer's state is loaded where no DeepSpeed engine can be "
                    "reached", "resume where the model is trained, with "
                    "`engine.load_checkpoint(dir)`")
         return

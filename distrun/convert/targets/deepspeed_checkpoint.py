@@ -100,7 +100,8 @@ def _plain(expr: cst.BaseExpression) -> bool:
 def convert_load(ctx: Context, call: cst.Call, engine: str, path: str) -> None:
     stmt = ctx.facts.statement(call)
     if not (isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1):
-        ctx.refuse(call, "the optimizer's state is loaded on a line with other statements",
+        ctx.refuse(call, "deepspeed.checkpoint_load",
+                   "the optimizer's state is loaded on a line with other statements",
                    "put `optimizer.load_state_dict(...)` on its own line, then convert again")
         return
     ctx.need("os", at=stmt)
@@ -110,7 +111,7 @@ def convert_load(ctx: Context, call: cst.Call, engine: str, path: str) -> None:
         'optimizer from")\n')])
     ctx.plan.rewrite(call, lambda _n: expression(
         f'{engine}.load_checkpoint({path}, tag="{TAG}")'))
-    ctx.plan.change(call, "deepspeed", f"`{ctx.facts.code(call)}` -> "
+    ctx.plan.change(call, "deepspeed.checkpoint_load", f"`{ctx.facts.code(call)}` -> "
                     f"`{engine}.load_checkpoint({path})`: each rank loads its "
                     "ZeRO shard of the optimizer's state (and the weights); a missing one raises")
 
@@ -128,7 +129,8 @@ def convert_saves(ctx: Context, is_optimizer: IsOptimizer, engine_at: EngineAt) 
         path = positional(call)[1].value
         sites = _sites(ctx, call, path, engine_at)
         if not sites:
-            ctx.plan.finding(call, "deepspeed", "under ZeRO the optimizer's state_dict() holds "
+            ctx.plan.finding(call, "deepspeed.checkpoint_save",
+                             "under ZeRO the optimizer's state_dict() holds "
                              "this rank's shard only, and no DeepSpeed engine can be reached "
                              "here to save the whole state: this checkpoint cannot resume the "
                              "optimizer", "save with `engine.save_checkpoint(dir)` on every "
@@ -138,7 +140,8 @@ def convert_saves(ctx: Context, is_optimizer: IsOptimizer, engine_at: EngineAt) 
             ctx.plan.insert_after(stmt, [statement(
                 f'{engine}.save_checkpoint({folder}, tag="{TAG}")  # every rank: its ZeRO '
                 "shard of the optimizer's state\n")])
-        ctx.plan.change(call, "deepspeed", f"the optimizer's state is saved: every rank also "
+        ctx.plan.change(call, "deepspeed.checkpoint_save",
+                        f"the optimizer's state is saved: every rank also "
                         f"saves the engine's checkpoint in `{sites[0][2]}` "
                         "(rank 0's file keeps the weights, loadable into the original model; "
                         "its optimizer entry is " + ("None under ZeRO-3)" if ctx.options.zero

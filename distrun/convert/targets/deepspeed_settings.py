@@ -32,20 +32,24 @@ def clipping(ctx: Context) -> tuple[float, str, cst.Call | None]:
         value = deepspeed_config.constant(facts, norm.value) if norm is not None else None
         parent = facts.parent.get(call)
         if value is None or kind is not None and facts.code(kind.value) not in ("2", "2.0"):
-            ctx.refuse(call, "this clipping cannot move into ds_config.json: its max_norm is "
+            ctx.refuse(call, "deepspeed.clipping",
+                       "this clipping cannot move into ds_config.json: its max_norm is "
                        "not a constant, or its norm is not 2", "clip by a fixed 2-norm, or "
                        "--to ddp")
             continue
         if not isinstance(parent, cst.Expr):
-            ctx.refuse(call, "the gradient norm clip_grad_norm_ returns is used: under "
+            ctx.refuse(call, "deepspeed.clipping",
+                       "the gradient norm clip_grad_norm_ returns is used: under "
                        "DeepSpeed the engine clips", "use `engine.get_global_grad_norm()` "
                        "after `engine.step()` instead, then convert again")
             continue
         if found[2] is not None and found[0] != value.number:
-            ctx.refuse(call, "two clip_grad_norm_ calls with different max_norm",
+            ctx.refuse(call, "deepspeed.clipping",
+                       "two clip_grad_norm_ calls with different max_norm",
                        "use one max_norm")
         plan.remove(parent)
-        plan.change(call, "deepspeed", f"`{facts.code(call.func)}(...)` removed: the engine "
+        plan.change(call, "deepspeed.clipping",
+                    f"`{facts.code(call.func)}(...)` removed: the engine "
                     f"clips at max_norm {value.number:g} (gradient_clipping in "
                     f"{deepspeed_config.FILENAME})")
         found = (value.number, value.how, call)
@@ -65,7 +69,8 @@ def accumulation(ctx: Context, steps: list[cst.Call]) -> int:
               if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Modulo)
               and (v := deepspeed_config.constant(facts, node.right)) is not None}
     count = counts.pop() if len(counts) == 1 else 1
-    plan.change(steps[0], "deepspeed", "the optimizer steps under the script's condition: "
+    plan.change(steps[0], "deepspeed.grad_accum",
+                "the optimizer steps under the script's condition: "
                 "managed_gradient_accumulation false, so each engine.step() is an optimizer "
                 f"step; gradient_accumulation_steps {count}" + (
                     " (the condition's modulus)" if count > 1 else
@@ -77,7 +82,7 @@ def accumulation(ctx: Context, steps: list[cst.Call]) -> int:
         for call in facts.calls:
             if method_name(call) == "zero_grad" and is_model_optimizer(ctx, call) \
                     and call not in inside:
-                plan.finding(call, "deepspeed", f"under ZeRO-{ctx.options.zero} this "
+                plan.finding(call, "deepspeed.grad_accum", f"under ZeRO-{ctx.options.zero} this "
                              "zero_grad() cannot drop the gradients of micro-batches that have "
                              "not stepped yet (ZeRO keeps them in its own buffers): if an "
                              "epoch's batches per rank "
@@ -94,22 +99,26 @@ def write_config(ctx: Context, model: Model,
     loader = ctx.train_loaders[0] if ctx.train_loaders else None
     micro = deepspeed_config.micro_batch(facts, loader)
     if micro is None:
-        plan.finding(loader, "deepspeed", "the training batch size cannot be read from the "
+        plan.finding(loader, "deepspeed.micro_batch",
+                     "the training batch size cannot be read from the "
                      f"script: train_micro_batch_size_per_gpu is 1 in {deepspeed_config.FILENAME}",
                      "set it to the per-process batch size (DeepSpeed uses it in its "
                      "throughput logs; the DataLoader still decides the batch)")
     else:
-        plan.change(loader or model.optimizer, "deepspeed", "train_micro_batch_size_per_gpu "
+        plan.change(loader or model.optimizer, "deepspeed.micro_batch",
+                    "train_micro_batch_size_per_gpu "
                     f"{int(micro.number)} ({micro.how})")
     optimizer_name = facts.call_name(model.optimizer) if isinstance(model.optimizer, cst.Call) \
         else None
     untested = optimizer_name not in deepspeed_config.ZERO_TESTED
     if untested:
-        plan.change(model.optimizer, "deepspeed", f"zero_allow_untested_optimizer: "
+        plan.change(model.optimizer, "deepspeed.untested_optimizer",
+                    f"zero_allow_untested_optimizer: "
                     f"`{optimizer_name}` is not one DeepSpeed tests under ZeRO (it runs it, "
                     "element-wise on each shard)")
     clip, how, where = clipping
-    plan.change(where or model.optimizer, "deepspeed", f"gradient_clipping {clip:g} ({how}; "
+    plan.change(where or model.optimizer, "deepspeed.clipping",
+                f"gradient_clipping {clip:g} ({how}; "
                 "written out because DeepSpeed 0.19.8 otherwise clips at 1.0)")
     data = deepspeed_config.config(ctx.options, int(micro.number) if micro else 1, clip, untested,
                            accumulation)

@@ -43,7 +43,8 @@ def plan_zero3(ctx: Context) -> None:
     for call in facts.calls:
         name, method = facts.call_name(call), method_name(call)
         if name == "torch.save" and positional(call) and _is_model(ctx, positional(call)[0].value):
-            ctx.refuse(call, "the whole model is saved (pickled): under ZeRO-3 it holds only "
+            ctx.refuse(call, "deepspeed.zero3_whole_model",
+                       "the whole model is saved (pickled): under ZeRO-3 it holds only "
                        "this rank's shards and DeepSpeed's hooks", "save `model.state_dict()` "
                        "instead, then convert again (or convert with --zero 2)")
         elif method in ("state_dict", "load_state_dict") and _is_model(ctx, _receiver(call)):
@@ -56,7 +57,8 @@ def plan_zero3(ctx: Context) -> None:
             head = f"{_GATHER}(list({model}.parameters()){modify})"
             ctx.need("deepspeed", at=call)
             plan.rewrite(stmt, _gathered(head))
-            plan.change(call, "deepspeed", f"ZeRO-3: `{model}`'s weights gathered on every "
+            plan.change(call, "deepspeed.zero3_gather",
+                        f"ZeRO-3: `{model}`'s weights gathered on every "
                         f"rank around `{facts.code(call)}`" + (
                             " (rank 0's loaded values are then sharded to all)"
                             if modify else " (each rank holds a shard of them)"))
@@ -64,7 +66,8 @@ def plan_zero3(ctx: Context) -> None:
             _optimizer_state(ctx, call)
         elif method in ("parameters", "named_parameters") \
                 and _is_model(ctx, _receiver(call)) and _reads_values(ctx, call):
-            plan.finding(call, "deepspeed", f"under ZeRO-3 `{facts.code(call)}` gives each "
+            plan.finding(call, "deepspeed.zero3_parameters",
+                         f"under ZeRO-3 `{facts.code(call)}` gives each "
                          "rank's placeholders outside a forward pass: every parameter is "
                          "empty there (numel() is 0, no values)",
                          f"read them inside `with {_GATHER}(list({facts.code(_receiver(call))}"
@@ -113,13 +116,15 @@ def _optimizer_state(ctx: Context, call: cst.Call) -> None:
     saved = any(isinstance(a, cst.Call) and facts.call_name(a) == "torch.save"
                 for a in facts.ancestors(call))
     if not saved:
-        ctx.refuse(call, f"`{facts.code(call)}`: under ZeRO-3 the optimizer's state exists "
+        ctx.refuse(call, "deepspeed.zero3_optimizer_state",
+                   f"`{facts.code(call)}`: under ZeRO-3 the optimizer's state exists "
                    "only as each rank's shard, inside the engine", "save and resume it with "
                    "`engine.save_checkpoint(dir)` / `engine.load_checkpoint(dir)` on every "
                    "rank, or convert with --zero 2")
         return
     ctx.plan.rewrite(call, constant(expression("None")))
-    ctx.plan.change(call, "deepspeed", f"ZeRO-3: `{facts.code(call)}` saved as None: the "
+    ctx.plan.change(call, "deepspeed.zero3_optimizer_state",
+                    f"ZeRO-3: `{facts.code(call)}` saved as None: the "
                     "optimizer's state is each rank's shard, saved by the engine's "
                     "save_checkpoint beside this file")
 

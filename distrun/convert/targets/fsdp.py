@@ -127,7 +127,8 @@ def _refuse_what_cannot_shard(ctx: Context) -> None:
             flow.same(flow.place_of(t.target), model.place) for t in assign.targets)
         if method_name(call) in _HALF and isinstance(call.func, cst.Attribute) and (bound or
                 flow.same(flow.place_of(flow.strip(call.func.value)), model.place)):
-            ctx.refuse(call, f"`{facts.code(call)}` casts the weights to half precision: "
+            ctx.refuse(call, "fsdp.half_weights",
+                       f"`{facts.code(call)}` casts the weights to half precision: "
                        "FSDP2 keeps fp32 weights and computes in low precision through its "
                        "MixedPrecisionPolicy", "remove the cast and convert with --amp bf16")
             return
@@ -146,13 +147,15 @@ def _shard_site(ctx: Context, model: Model) -> tuple[cst.BaseStatement, str] | N
     scope = facts.scope(optimizer)
     reached = model_code_at(ctx.facts, ctx.flow, model, optimizer)
     if built is None or built not in body or reached is None:
-        ctx.refuse(optimizer, "the model cannot be reached where its optimizer is built",
+        ctx.refuse(optimizer, "fsdp.model_out_of_reach",
+                   "the model cannot be reached where its optimizer is built",
                    "build the optimizer from the model where the model is built (same "
                    "function), then convert again")
         return None
     code, node = reached
     if any(True for _ in facts.enclosing_loops(optimizer)):
-        ctx.refuse(optimizer, "the optimizer is built inside a loop: FSDP2 shards the model "
+        ctx.refuse(optimizer, "fsdp.optimizer_in_loop",
+                   "the optimizer is built inside a loop: FSDP2 shards the model "
                    "once, before the optimizer takes its parameters", "build the optimizer "
                    "once, before the training loop")
         return None
@@ -167,7 +170,8 @@ def _shard_site(ctx: Context, model: Model) -> tuple[cst.BaseStatement, str] | N
             facts.call_name(value) or "") in _SAME_MODEL)
         if stmt is not None and facts.scope(stmt) is scope and \
                 facts.line(stmt) > facts.line(anchor) and not moved:
-            ctx.refuse(stmt, f"`{code}` is bound again after its optimizer is built (line "
+            ctx.refuse(stmt, "fsdp.model_rebound",
+                       f"`{code}` is bound again after its optimizer is built (line "
                        f"{facts.line(built)}): FSDP2 shards the model before the optimizer "
                        "takes its parameters, so this model would not be sharded",
                        "build the model completely before its optimizer, then convert again")
@@ -234,7 +238,8 @@ def _refuse_tied_blocks(ctx: Context, blocks: tuple[str, ...]) -> None:
         owner = facts.enclosing_class(assign)
         indexed = "[" in source or "[" in facts.code(assign.targets[0].target)
         if owner is not None and owner.name.value in blocks or indexed:
-            ctx.refuse(assign, f"`{target} = {source}` ties parameters across the blocks "
+            ctx.refuse(assign, "fsdp.tied_blocks",
+                       f"`{target} = {source}` ties parameters across the blocks "
                        "FSDP2 shards one by one: one parameter would be sharded in two "
                        "groups", "tie only parameters outside the blocks (sharded with the "
                        "root), or name other block classes with --shard")
@@ -271,7 +276,8 @@ def _shard(ctx: Context, model: Model, anchor: cst.BaseStatement, code: str,
         ctx.need("register_fsdp_forward_method", at=anchor)
         lines.append(f'register_fsdp_forward_method({code}, "{method}")  # it calls '
                      "self.forward(): FSDP2 gathers the weights around it too\n")
-        plan.change(anchor, "fsdp", f"`{code}.{method}()` calls `self.forward()` directly, "
+        plan.change(anchor, "fsdp.forward_method",
+                    f"`{code}.{method}()` calls `self.forward()` directly, "
                     "past FSDP2's hooks: registered with register_fsdp_forward_method so "
                     "the weights are gathered around it")
     new = statements("".join(lines[1:]))
@@ -279,16 +285,17 @@ def _shard(ctx: Context, model: Model, anchor: cst.BaseStatement, code: str,
         cst.EmptyLine(comment=cst.Comment(line)) for line in lines[0].splitlines()])
     plan.insert_before(anchor, new)
     each = f"each {', '.join(blocks)}, then " if blocks else ""
-    plan.change(anchor, "fsdp", f"`{code}` sharded with FSDP2's fully_shard ({each}the "
+    plan.change(anchor, "fsdp.shard", f"`{code}` sharded with FSDP2's fully_shard ({each}the "
                 f"root) before its optimizer is built, after rank 0's weights are broadcast; "
                 f"it stays the script's model: forward passes, attributes and methods "
                 "unchanged" + (", bf16 compute through MixedPrecisionPolicy (fp32 weights "
                                "and reduction)" if policy else ""))
     if not blocks:
-        plan.finding(anchor, "fsdp", f"no repeated blocks found in `{code}`'s classes: only "
+        plan.finding(anchor, "fsdp.no_blocks",
+                     f"no repeated blocks found in `{code}`'s classes: only "
                      "the root is sharded, so each forward pass gathers all the weights at "
                      "once (the peak memory of one full copy)", "name the block classes with "
                      "--shard CLASS,... (the layers repeated in a ModuleList)", "info")
     if ctx.options.amp == "bf16":
-        plan.change(anchor, "fsdp", "--amp bf16: MixedPrecisionPolicy(param_dtype="
+        plan.change(anchor, "fsdp.mixed_precision", "--amp bf16: MixedPrecisionPolicy(param_dtype="
                     "torch.bfloat16, reduce_dtype=torch.float32) on every fully_shard")

@@ -60,14 +60,16 @@ def convert(ctx: Context, model: Model, sharded_at: cst.BaseStatement) -> None:
         name = facts.call_name(call)
         if name == "torch.save" and positional(call) and _owner(
                 ctx, model, call, positional(call)[0].value) == "model":
-            ctx.refuse(call, "`torch.save` of the whole sharded model pickles its DTensor "
+            ctx.refuse(call, "fsdp.whole_model_save",
+                       "`torch.save` of the whole sharded model pickles its DTensor "
                        "shards and FSDP's class: it loads nowhere else", "save "
                        "`model.state_dict()` (converted to the full state) and build the "
                        "model before loading it")
             return
         if name in _CLIP_NORM and not isinstance(facts.parent.get(call), cst.Expr):
             ctx.plan.rewrite(call, lambda n: expression(f"{code_of(n)}.full_tensor()"))
-            ctx.plan.change(call, "fsdp", f"`{facts.code(call.func)}(...)` returns a DTensor "
+            ctx.plan.change(call, "fsdp.clip_grad_norm",
+                            f"`{facts.code(call.func)}(...)` returns a DTensor "
                             "for sharded gradients: `.full_tensor()` makes the norm a plain "
                             "tensor (the same on every rank)")
 
@@ -112,7 +114,8 @@ def _either_model(ctx: Context, model: Model, place: Place) -> bool:
 def _model_here(ctx: Context, model: Model, call: cst.Call) -> str | None:
     found = model_code_at(ctx.facts, ctx.flow, model, call)
     if found is None:
-        ctx.refuse(call, f"`{ctx.facts.code(call)}`: the optimizer's state of a sharded "
+        ctx.refuse(call, "fsdp.load_state",
+                   f"`{ctx.facts.code(call)}`: the optimizer's state of a sharded "
                    "model is gathered and loaded with the model, which cannot be reached "
                    "here", "save and load the optimizer's state where the model is in "
                    "reach (pass it to this function)")
@@ -151,7 +154,8 @@ def _get_state(ctx: Context, model: Model, call: cst.Call, owner: str) -> None:
     else:
         plan.rewrite(call, lambda _n: expression(code))
         what = "on every rank"
-    plan.change(call, "fsdp", f"`{facts.code(call)}` -> the full state dict ({what}; rank 0 "
+    plan.change(call, "fsdp.full_state_dict",
+                f"`{facts.code(call)}` -> the full state dict ({what}; rank 0 "
                 "gets it, on the CPU, the other ranks an empty dict)" + (
                     ": it loads into the original model" if owner == "model" else
                     ": keyed by parameter name"))
@@ -173,5 +177,6 @@ def _set_state(ctx: Context, model: Model, call: cst.Call, owner: str) -> None:
         return expression(f"{head}{state} if {rank} == 0 else {{}}, options={options})")
 
     plan.rewrite(call, rewrite)
-    plan.change(call, "fsdp", f"`{facts.code(call.func)}(...)` -> `{head.rstrip(', ')}, ...)`"
+    plan.change(call, "fsdp.load_state",
+                f"`{facts.code(call.func)}(...)` -> `{head.rstrip(', ')}, ...)`"
                 ": rank 0's state (the only one read) is broadcast into every rank's shards")

@@ -41,13 +41,13 @@ def report(ctx: Context, model: Model, anchor: cst.CSTNode, blocks: tuple[str, .
     rule = (f"per rank (weights 4 B + gradients 4 B + {state_text} per parameter) / "
             "WORLD_SIZE, plus one gathered block at a time and the activations")
     if count is None:
-        ctx.plan.finding(anchor, "fsdp", "memory: the parameter count cannot be known from "
+        ctx.plan.finding(anchor, "fsdp.memory", "memory: the parameter count cannot be known from "
                          f"the script (sizes computed at run time): {rule}", "print "
                          "sum(p.numel() for p in model.parameters()) before sharding to know "
                          "it", "info")
         return
     total = count * per
-    ctx.plan.finding(anchor, "fsdp", f"memory: {count:,} parameters (from the script): "
+    ctx.plan.finding(anchor, "fsdp.memory", f"memory: {count:,} parameters (from the script): "
                      f"{_size(total)} of weights, gradients and optimizer state in all, "
                      f"{_size(total / 2)} a rank on 2 processes, {_size(total / 8)} on 8 "
                      f"({rule})", severity="info")

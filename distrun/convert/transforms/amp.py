@@ -52,7 +52,7 @@ def _modernise(ctx: Context) -> None:
             continue
         args = ", ".join(facts.code(a) for a in call.args)
         plan.rewrite(call, constant(expression(f"{new}{', ' + args if args else ''})")))
-        plan.change(call, "amp", f"deprecated `{facts.code(call.func)}(...)` -> "
+        plan.change(call, "amp.modernise", f"deprecated `{facts.code(call.func)}(...)` -> "
                     f"`{new.split('(')[0]}(\"cuda\", ...)`")
     _drop_cuda_amp_imports(ctx)
 
@@ -64,7 +64,8 @@ def _drop_cuda_amp_imports(ctx: Context) -> None:
             if isinstance(small, cst.ImportFrom) and dotted(small.module or cst.Name("x")) in (
                     "torch.cuda.amp",):
                 plan.remove(small)
-                plan.change(stmt, "amp", "import from the deprecated torch.cuda.amp removed")
+                plan.change(stmt, "amp.modernise",
+                            "import from the deprecated torch.cuda.amp removed")
 
 
 def _has_autocast(ctx: Context) -> bool:
@@ -103,11 +104,12 @@ def _add_amp(ctx: Context, amp: str) -> None:
             plan.insert_after(anchor, [statement(create)])
         else:  # the steps run in other functions: one scaler for the whole script
             ctx.setup_lines.append(create)
-        plan.change(anchor or facts.entry.module, "amp",
+        plan.change(anchor or facts.entry.module, "amp.grad_scaler",
                     f"`{scaler} = torch.amp.GradScaler(\"cuda\")` for fp16 (enabled with "
                     "CUDA only)")
     if not done:
-        plan.finding(None, "amp", f"--amp {amp}: no `loss.backward()` found to put under autocast",
+        plan.finding(None, "amp.no_backward",
+                     f"--amp {amp}: no `loss.backward()` found to put under autocast",
                      "wrap the forward pass in `torch.autocast` yourself")
 
 
@@ -144,11 +146,12 @@ def remove_amp(ctx: Context) -> None:
             with_stmt = facts.parent.get(parent)
             if isinstance(with_stmt, cst.With) and len(with_stmt.items) == 1:
                 plan.rewrite(with_stmt, _unwrap_with)
-                plan.change(with_stmt, "amp", f"autocast removed ({why}): full precision")
+                plan.change(with_stmt, "amp.remove_autocast",
+                            f"autocast removed ({why}): full precision")
         elif name in _SCALERS and isinstance(parent, cst.Assign):
             scalers |= {c for t in parent.targets if (c := dotted(t.target))}
             plan.remove(parent)
-            plan.change(call, "amp", f"GradScaler removed ({why})")
+            plan.change(call, "amp.remove_scaler", f"GradScaler removed ({why})")
     for call in facts.calls:
         func = call.func
         if not isinstance(func, cst.Attribute):
@@ -163,7 +166,8 @@ def remove_amp(ctx: Context) -> None:
         elif owner in scalers and attr == "scale" and call.args:
             plan.rewrite(call, constant(call.args[0].value.deep_clone()))
         elif owner in scalers:
-            plan.finding(call, "amp", f"`{owner}.{attr}` kept, but the GradScaler is gone",
+            plan.finding(call, "amp.scaler_leftover",
+                         f"`{owner}.{attr}` kept, but the GradScaler is gone",
                          "remove the GradScaler's state from checkpoints")
 
 

@@ -42,7 +42,8 @@ def migrate_apex(ctx: Context) -> bool:
         home = facts.function(inits[0])
         elsewhere = [c for c in scale_withs if facts.function(c) is not home]
         if elsewhere:
-            plan.finding(elsewhere[0], "amp", f"the loss is scaled outside the function that "
+            plan.finding(elsewhere[0], "amp.apex_scaler_scope",
+                         f"the loss is scaled outside the function that "
                          f"creates `{scaler}`", f"pass `{scaler}` to this function, or make it "
                          "a global")
     level = "O1"  # scale_loss without initialize: apex's default level
@@ -59,7 +60,8 @@ def migrate_apex(ctx: Context) -> bool:
         if name in ("apex.amp.state_dict", "apex.amp.load_state_dict"):
             method = name.rsplit(".", 1)[1]
             plan.rewrite(call.func, constant(expression(f"{scaler}.{method}")))
-            plan.change(call, "amp", f"`amp.{method}` -> `{scaler}.{method}` (the GradScaler's "
+            plan.change(call, "amp.apex_state",
+                        f"`amp.{method}` -> `{scaler}.{method}` (the GradScaler's "
                         "state)")
     _drop_apex_imports(ctx)
     ctx.need("torch", at=inits[0] if inits else scale_withs[0])
@@ -81,14 +83,14 @@ def _migrate_initialize(ctx: Context, call: cst.Call, scaler: str) -> str:
         if targets.replace(" ", "").strip("()") != sources.replace(" ", ""):
             new.insert(0, f"{targets} = {sources}\n")
     if level == "O3":
-        plan.finding(call, "amp", "opt_level O3 (a pure fp16 model) became fp16 autocast "
+        plan.finding(call, "amp.apex_o3", "opt_level O3 (a pure fp16 model) became fp16 autocast "
                      "with fp32 weights, like O1/O2: halving a model after its DDP wrap "
                      "breaks DDP", "if you need pure fp16, call `model.half()` before the "
                      "DDP wrap")
     if stmt is not None:
         plan.rewrite(stmt, keep_leading_lines(statements("".join(new))))
     what = "disabled: O0 is fp32" if level == "O0" else "fp16 on GPU"
-    plan.change(call, "amp", f"apex `amp.initialize(opt_level=\"{level}\")` -> "
+    plan.change(call, "amp.apex_initialize", f"apex `amp.initialize(opt_level=\"{level}\")` -> "
                 f"`torch.amp.GradScaler` ({what})")
     return level
 
@@ -105,7 +107,8 @@ def _create_scaler(ctx: Context, scaler: str, scale_withs: list[cst.Call]) -> No
         plan.insert_after(anchor, statements(create))
     else:
         ctx.setup_lines.append(create)
-    plan.finding(scale_withs[0], "amp", "apex `amp.scale_loss` without `amp.initialize` in "
+    plan.finding(scale_withs[0], "amp.apex_scale_loss_alone",
+                 "apex `amp.scale_loss` without `amp.initialize` in "
                  f"this script: `{scaler} = torch.amp.GradScaler(\"cuda\")` was created for "
                  "it, as opt level O1 (fp16 on GPU)", "if apex ran at another opt level, set "
                  "the GradScaler and autocast to match", severity="info")
@@ -122,7 +125,7 @@ def _drop_apex_imports(ctx: Context) -> None:
             if (module or "").split(".")[0] == "apex" or any((n or "").split(".")[0] == "apex"
                                                              for n in names):
                 plan.remove(small)
-                plan.change(stmt, "amp", "apex import removed: torch replaces it")
+                plan.change(stmt, "amp.apex_import", "apex import removed: torch replaces it")
 
 
 def _migrate_syncbn(ctx: Context) -> None:
@@ -135,7 +138,7 @@ def _migrate_syncbn(ctx: Context) -> None:
         plan.rewrite(call, constant(expression(
             f"(torch.nn.SyncBatchNorm.convert_sync_batchnorm({model}) "
             f"if torch.cuda.is_available() else {model})")))
-        plan.change(call, "amp", "apex `convert_syncbn_model` -> "
+        plan.change(call, "amp.apex_syncbn", "apex `convert_syncbn_model` -> "
                     "`torch.nn.SyncBatchNorm.convert_sync_batchnorm` (GPU only: SyncBatchNorm "
                     "does not run on CPU)")
 
@@ -146,7 +149,8 @@ def _migrate_scale_loss(ctx: Context, call: cst.Call, mixed: Mixed) -> None:
     args = positional(call)
     with_stmt = facts.statement(call)
     if not isinstance(with_stmt, cst.With) or len(args) < 2:
-        plan.finding(call, "amp", "amp.scale_loss outside a `with` statement: not migrated",
+        plan.finding(call, "amp.apex_scale_loss_outside_with",
+                     "amp.scale_loss outside a `with` statement: not migrated",
                      f"use `{scaler}.scale(loss).backward()`")
         return
     loss, optimizer = facts.code(args[0].value), facts.code(args[1].value)
@@ -164,6 +168,7 @@ def _migrate_scale_loss(ctx: Context, call: cst.Call, mixed: Mixed) -> None:
                                     *new[1:]])
 
     plan.rewrite(with_stmt, rewrite)
-    plan.change(with_stmt, "amp", f"`with amp.scale_loss(...)` -> `{scaler}.scale({loss})`")
+    plan.change(with_stmt, "amp.apex_scale_loss",
+                f"`with amp.scale_loss(...)` -> `{scaler}.scale({loss})`")
     autocast_forward(ctx, with_stmt, loss, mixed)
     scaled_steps(ctx, with_stmt, optimizer, scaler)

@@ -39,17 +39,19 @@ def plan_checkpoints(ctx: Context) -> None:
                 plan.rewrite(stmt, lambda n: guard_rank0(n, rank))
                 barrier = ctx.target.barrier(ctx, at=call)
                 plan.insert_after(stmt, [statement(f"{barrier}\n")])
-                plan.change(call, "checkpoint", "checkpoint saved by rank 0 only, then "
+                plan.change(call, "checkpoint.rank0_save", "checkpoint saved by rank 0 only, then "
                             f"`{barrier}` so no rank reads it before it is written")
             else:
-                plan.finding(call, "checkpoint", "`torch.save` not alone on its line: every "
+                plan.finding(call, "checkpoint.rank0_save",
+                             "`torch.save` not alone on its line: every "
                              "rank writes the file", f"save under `if {rank} == 0:` then call "
                              f"`{ctx.target.barrier(ctx, at=call)}`")
         elif name == "torch.load" and keyword(call, "map_location") is None:
             if len(positional(call)) >= 2:
                 continue
             plan.rewrite(call, _add_map_location(dev))
-            plan.change(call, "checkpoint", f"`torch.load(..., map_location={dev})`: each "
+            plan.change(call, "checkpoint.map_location",
+                        f"`torch.load(..., map_location={dev})`: each "
                         "rank loads onto its own device")
 
 

@@ -56,7 +56,8 @@ def plan_data(ctx: Context) -> None:
         kind, why = _classify(names, train_names, len(loaders))
         if kind == "train" and _builds_both(facts, call, names, train_names):
             mixed |= names
-            plan.finding(call, "data", "this function builds training and evaluation loaders "
+            plan.finding(call, "data.mixed_helper",
+                         "this function builds training and evaluation loaders "
                          f"({', '.join(sorted(names))}): left as it is; the training one is "
                          "sharded where it is used", severity="info")
         elif kind == "train":
@@ -65,17 +66,20 @@ def plan_data(ctx: Context) -> None:
         elif kind == "eval" and ctx.options.eval_shard:
             ctx.eval_loaders.append(EvalLoader(call, frozenset(names)))
         elif kind == "eval":
-            plan.finding(call, "data", "evaluation DataLoader left unsharded: every rank "
+            plan.finding(call, "data.eval_unsharded",
+                         "evaluation DataLoader left unsharded: every rank "
                          "evaluates the full set, so its metrics are exact", severity="info")
         else:
-            plan.finding(call, "data", "cannot tell whether this DataLoader is for training; "
+            plan.finding(call, "data.unknown_loader",
+                         "cannot tell whether this DataLoader is for training; "
                          "left unsharded (every rank reads all of it)",
                          "if it feeds training, pass `sampler=DistributedSampler(dataset, "
                          "shuffle=...)` and drop `shuffle`")
     built = {n for call in loaders for n in _construction_names(facts, call)} - mixed
     sharded |= rebuild_unseen_loaders(ctx, loops, built)
     if not loaders and not sharded:
-        plan.finding(None, "data", "no DataLoader found: batches seem to be built by hand, "
+        plan.finding(None, "data.no_loader",
+                     "no DataLoader found: batches seem to be built by hand, "
                      "so every rank would train on the same data",
                      "wrap the data in a Dataset and a DataLoader, or slice it per rank: "
                      "`data[RANK::WORLD_SIZE]`")
@@ -184,7 +188,7 @@ def _add_sampler(ctx: Context, call: cst.Call, why: str) -> bool:
     if given is not None and isinstance(given.value, cst.Call) and draw_per_rank(ctx, given.value):
         return False  # each rank draws its own: no DistributedSampler, no set_epoch
     if given or keyword(call, "batch_sampler") or len(positional(call)) > 3:
-        plan.finding(call, "data", "this training DataLoader already has a sampler: "
+        plan.finding(call, "data.own_sampler", "this training DataLoader already has a sampler: "
                      "it was not sharded, so every rank reads the whole dataset",
                      "shard it yourself: wrap the sampler's indices per rank, or use "
                      "`DistributedSampler(dataset, shuffle=...)`")
@@ -194,7 +198,8 @@ def _add_sampler(ctx: Context, call: cst.Call, why: str) -> bool:
     if ds_arg is None:
         return False
     if _is_iterable_dataset(facts, ds_arg.value):
-        plan.finding(call, "data", "this DataLoader reads an IterableDataset: a sampler cannot "
+        plan.finding(call, "data.iterable_dataset",
+                     "this DataLoader reads an IterableDataset: a sampler cannot "
                      "shard it, so it was left as it is", "shard inside the dataset's __iter__ "
                      "(see the IterableDataset warning)")
         return False
@@ -220,7 +225,8 @@ def _add_sampler(ctx: Context, call: cst.Call, why: str) -> bool:
     sampler = f"{ctx.names.sampler}({ds_code}, shuffle={shuffle})"
     ctx.need("sampler", at=call)
     plan.rewrite(call, _rebuild_loader(sampler))
-    plan.change(call, "data", f"DataLoader sharded with `{sampler}` ({why}); `shuffle` moved "
+    plan.change(call, "data.sampler",
+                f"DataLoader sharded with `{sampler}` ({why}); `shuffle` moved "
                 "to the sampler. Each rank now reads 1/WORLD_SIZE of the data: the global batch "
                 "is batch_size x WORLD_SIZE" + (
                     "; the order comes from the sampler's own seed (0 + epoch), not torch's "
@@ -251,7 +257,8 @@ def _hoist_dataset(ctx: Context, call: cst.Call, ds_arg: cst.Arg) -> str | None:
     facts, plan = ctx.facts, ctx.plan
     stmt = facts.statement(call)
     if not isinstance(stmt, cst.SimpleStatementLine):
-        plan.finding(call, "data", "the dataset is built inside the DataLoader call in a "
+        plan.finding(call, "data.unnamed_dataset",
+                     "the dataset is built inside the DataLoader call in a "
                      "place where it cannot be named; loader left unsharded",
                      "assign the dataset to a variable first, then convert again")
         return None
@@ -265,7 +272,8 @@ def _hoist_dataset(ctx: Context, call: cst.Call, ds_arg: cst.Arg) -> str | None:
     value = facts.code(ds_arg.value)
     plan.insert_before(stmt, [statement(f"{name} = {value}\n")])
     plan.rewrite(ds_arg.value, lambda _n: cst.Name(name))
-    plan.change(call, "data", f"dataset assigned to `{name}` so the sampler can see it")
+    plan.change(call, "data.name_dataset",
+                f"dataset assigned to `{name}` so the sampler can see it")
     return name
 
 
@@ -324,7 +332,8 @@ def _measured_on_training_data(ctx: Context, sharded: set[str]) -> None:
                     for loop in facts.for_loops):
                 continue  # not iterated there (a trainer keeping it for later)
             name = found[0].name.value
-            ctx.plan.finding(call, "data", f"`{name}()` reads the training loader `{code}`, "
+            ctx.plan.finding(call, "data.measured_on_shard",
+                             f"`{name}()` reads the training loader `{code}`, "
                              "now sharded: on each rank it measures 1/WORLD_SIZE of the "
                              "training set (and what it divides by may still be the whole)",
                              f"give `{name}()` a DataLoader over the same dataset without the "
@@ -346,7 +355,7 @@ def _progress_of_the_whole(ctx: Context, sharded: set[str]) -> None:
             continue
         if any(isinstance(a, cst.Call) and facts.call_name(a) == "print"
                for a in facts.ancestors(call)):
-            ctx.plan.finding(call, "data", f"this progress counts against the whole "
+            ctx.plan.finding(call, "data.progress", f"this progress counts against the whole "
                              f"`{code}.dataset`, but each rank now reads 1/WORLD_SIZE of it: "
                              "it ends near 1/WORLD_SIZE of the total",
                              f"count against `len({code}.sampler)`, this rank's share",

@@ -38,22 +38,25 @@ def plan_devices(ctx: Context) -> None:
             if dotted(func.value) == "torch":
                 continue
             plan.rewrite(call, _cuda_to_device(dev))
-            plan.change(call, "device", f"`.cuda()` -> `.to({dev})`: the local rank's device")
+            plan.change(call, "device.cuda_call",
+                        f"`.cuda()` -> `.to({dev})`: the local rank's device")
         elif name == "torch.device" and len(positional(call)) == 2:
             first = string_value(positional(call)[0].value)
             if first == "cuda":
                 plan.rewrite(call, lambda _node: expression(dev))
-                plan.change(call, "device", f"`torch.device(\"cuda\", N)` -> `{dev}`")
+                plan.change(call, "device.torch_device", f"`torch.device(\"cuda\", N)` -> `{dev}`")
         elif name == "torch.cuda.set_device":
             if isinstance(facts.parent.get(call), cst.Expr):
                 plan.remove(facts.parent[call])
-                plan.change(call, "device", "removed `torch.cuda.set_device(...)`: the setup "
+                plan.change(call, "device.set_device",
+                            "removed `torch.cuda.set_device(...)`: the setup "
                             "block sets the local rank's GPU")
     for string in facts.strings:
         value = string_value(string)
         if value is not None and _CUDA_STRING.match(value) and _is_device_context(facts, string):
             plan.rewrite(string, lambda _node: expression(dev))
-            plan.change(string, "device", f"device {value!r} -> `{dev}` (the local rank's device)")
+            plan.change(string, "device.string",
+                        f"device {value!r} -> `{dev}` (the local rank's device)")
     _plan_gpu_index(ctx)
     _plan_device_tests(ctx)
 
@@ -82,7 +85,7 @@ def _plan_device_tests(ctx: Context) -> None:
         negate = "not " if isinstance(operator, cst.NotEqual) else ""
         new = f'{negate}str({other}).startswith("cuda")'
         ctx.plan.rewrite(comparison, lambda _n, new=new: expression(new))  # type: ignore[misc]
-        ctx.plan.change(comparison, "device", f"`{facts.code(comparison)}` -> `{new}`: the "
+        ctx.plan.change(comparison, "device.compare", f"`{facts.code(comparison)}` -> `{new}`: the "
                         "device is now the local rank's, \"cuda:N\"")
 
 
@@ -146,5 +149,5 @@ def _plan_gpu_index(ctx: Context) -> None:
                 for a in facts.ancestors(other)) for other in facts.names)
             new = ctx.names.local_rank if formatted else ctx.names.device
             plan.rewrite(assign.value, constant(expression(new)))
-            plan.change(assign, "device", f"GPU index `{node.value} = 0` -> `{new}`" + (
+            plan.change(assign, "device.gpu_index", f"GPU index `{node.value} = 0` -> `{new}`" + (
                 "" if formatted else " (the local rank's GPU, or the CPU without CUDA)"))

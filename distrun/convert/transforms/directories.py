@@ -63,14 +63,16 @@ def _exist_ok(ctx: Context, call: cst.Call, name: str) -> None:
             _exist_ok_when_several(ctx, call, given)
         return
     if keyword(call, "dir_fd") is not None:
-        plan.finding(call, "directories", "`os.mkdir(..., dir_fd=...)` run by every rank: all "
+        plan.finding(call, "directories.dir_fd",
+                     "`os.mkdir(..., dir_fd=...)` run by every rank: all "
                      "but the first fail", "let the others find it there: "
                      "`with contextlib.suppress(FileExistsError):` around it")
         return
     plan.rewrite(call, _with_exist_ok(ctx, call, name))
     shown = facts.code(call.func)
     new = shown if name != "os.mkdir" else _makedirs(ctx, call)
-    plan.change(call, "directories", f"`{shown}(...)` -> `{new}(..., exist_ok=True)`: every "
+    plan.change(call, "directories.exist_ok",
+                f"`{shown}(...)` -> `{new}(..., exist_ok=True)`: every "
                 "rank creates the directory; none fails when another was first")
 
 
@@ -81,7 +83,7 @@ def _exist_ok_when_several(ctx: Context, call: cst.Call, given: cst.Arg) -> None
     old = ctx.facts.code(given.value)
     new = f"{world} > 1" if old == "False" else f"({old}) or {world} > 1"
     ctx.plan.rewrite(given.value, lambda _n: expression(new))
-    ctx.plan.change(call, "directories", f"`exist_ok={old}` -> `exist_ok={new}`: with "
+    ctx.plan.change(call, "directories.exist_ok", f"`exist_ok={old}` -> `exist_ok={new}`: with "
                     "several processes every rank creates the folder and none fails because "
                     "another was first (one process still refuses an existing one)")
 

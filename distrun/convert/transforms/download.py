@@ -35,7 +35,8 @@ def plan_downloads(ctx: Context) -> None:
         at_import = facts.function(call) is None and not facts.module_of(call).is_entry
         if not isinstance(stmt, cst.SimpleStatementLine) or len(stmt.body) != 1 or loop \
                 is not None or at_import:
-            ctx.plan.finding(call, "download", "every rank downloads the dataset at once: "
+            ctx.plan.finding(call, "download.rank0_first",
+                             "every rank downloads the dataset at once: "
                              "files can be corrupted", f"download on rank 0 first: "
                              f"`if {n.rank} == 0: <dataset with download=True>`, then "
                              f"`{n.dist}.barrier()`, then build it with download=False on "
@@ -58,7 +59,8 @@ def plan_downloads(ctx: Context) -> None:
                 after += f"return {name}\n"
             ctx.plan.insert_after(stmt, statements(after))
             ctx.need("dist", at=call)
-        ctx.plan.change(call, "download", "rank 0 downloads the dataset first, the other ranks "
+        ctx.plan.change(call, "download.rank0_first",
+                        "rank 0 downloads the dataset first, the other ranks "
                         "wait for it, then every rank reads the files")
 
 

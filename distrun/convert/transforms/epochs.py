@@ -24,7 +24,8 @@ def place_set_epoch(ctx: Context, at: cst.CSTNode, loader: str,
         target = epoch_loop.target if isinstance(epoch_loop, cst.For) else None
         var = _first_name(target) if target is not None else None
         if not isinstance(body, cst.IndentedBlock):
-            plan.finding(epoch_loop, "data", "found no epoch variable to reshuffle with",
+            plan.finding(epoch_loop, "data.no_epoch_variable",
+                         "found no epoch variable to reshuffle with",
                          f"call `{loader}.sampler.set_epoch(epoch)` at the start of each epoch")
             return
         key = (id(epoch_loop), loader)
@@ -40,7 +41,7 @@ def place_set_epoch(ctx: Context, at: cst.CSTNode, loader: str,
         _set_epoch_in_function(ctx, at, loader, scope, placed)
         return
     if not isinstance(scope, cst.FunctionDef) or depth >= 3:
-        plan.finding(at, "data", "found no epoch loop around this training loop",
+        plan.finding(at, "data.no_epoch_loop", "found no epoch loop around this training loop",
                      f"call `{loader}.sampler.set_epoch(epoch)` at the start of each epoch")
         return
     for site, is_method in facts.call_sites(scope):
@@ -89,7 +90,8 @@ def _insert_set_epoch(ctx: Context, before: cst.CSTNode, loader: str, epoch: str
     else:
         call = ctx.target.set_epoch(loader, epoch)
     ctx.plan.insert_before(before, [statement(f"{call}\n")])
-    ctx.plan.change(where, "data", f"`{call}` at the start of each epoch, so every epoch gets "
+    ctx.plan.change(where, "data.set_epoch",
+                    f"`{call}` at the start of each epoch, so every epoch gets "
                     "a new shuffle")
 
 

@@ -38,7 +38,8 @@ def shard_eval_loaders(ctx: Context) -> None:
             if origin_names(facts, code, facts.scope(loop), 0) & loader.names:
                 loops.append(loop)
         if not _shard(ctx, loader.call, loops):
-            ctx.plan.finding(loader.call, "eval", "--eval shard: this evaluation loader was "
+            ctx.plan.finding(loader.call, "evaluation.left_whole",
+                             "--eval shard: this evaluation loader was "
                              "left whole (its loop does not sum metrics into variables set to "
                              "a number before it); every rank evaluates the full set, so "
                              "metrics are exact", severity="info")
@@ -74,7 +75,7 @@ def _shard(ctx: Context, call: cst.Call, loops: list[cst.For]) -> bool:
             "sampler", expression(sampler))]))
 
     plan.rewrite(call, rewrite)
-    plan.change(call, "eval", f"evaluation sharded: `sampler={sampler}` (no padding: "
+    plan.change(call, "evaluation.shard", f"evaluation sharded: `sampler={sampler}` (no padding: "
                 "every sample counted once)")
     for loop, sums in plans:
         _all_reduce_after(ctx, loop, sums)
@@ -83,7 +84,8 @@ def _shard(ctx: Context, call: cst.Call, loops: list[cst.For]) -> bool:
             if _holds_ddp(ctx, inner.func):  # a function given the DDP object evaluates
                 plan.rewrite(inner.func, lambda f: expression(
                     ctx.target.unwrap(ctx, code_of(f))))
-        plan.change(loop, "eval", f"sums {', '.join(sums)} all-reduced after the loop; the "
+        plan.change(loop, "evaluation.all_reduce",
+                    f"sums {', '.join(sums)} all-reduced after the loop; the "
                     "forward calls the model itself, not its DDP object (ranks may run "
                     "different batch counts)")
     return True
@@ -159,7 +161,8 @@ def _same_buffers_before(ctx: Context, loop: cst.For) -> None:
         f"if {n.dist}.is_initialized():  # rank 0's BatchNorm statistics: one model evaluated\n"
         f"    for {buffer} in {code}.buffers():\n"
         f"        {n.dist}.broadcast({buffer}, 0)\n"), lead=True)
-    ctx.plan.change(loop, "eval", f"`{code}`'s buffers (BatchNorm statistics) broadcast from "
+    ctx.plan.change(loop, "evaluation.buffers",
+                    f"`{code}`'s buffers (BatchNorm statistics) broadcast from "
                     "rank 0 before the sharded evaluation: every shard is evaluated with the "
                     "model rank 0 saves")
 

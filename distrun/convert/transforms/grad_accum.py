@@ -55,7 +55,7 @@ def plan_no_sync(ctx: Context) -> None:
         cond = facts.code(step_if.test)
         assigned = _assigned_names(body[first: index + 1])
         if any(n.value in assigned for n in facts.names if facts.inside(n, step_if.test)):
-            plan.finding(step_if, "grad-accum", "the step condition reads values of the "
+            plan.finding(step_if, "grad_accum.condition", "the step condition reads values of the "
                          "micro-step: no_sync not added", "skip the all-reduce with "
                          "`model.no_sync()` around the non-final micro-steps yourself")
             continue
@@ -64,11 +64,13 @@ def plan_no_sync(ctx: Context) -> None:
         head = f"({sync} if not ({cond}) else {nullcontext})"
         plan.wrap(body[first], backward, partial(with_block, head))
         ctx.need("contextlib", at=backward)
-        plan.change(body[first], "grad-accum", f"micro-steps that do not step the optimizer "
+        plan.change(body[first], "grad_accum.no_sync",
+                    f"micro-steps that do not step the optimizer "
                     f"run under `{sync}`: their gradients are not all-reduced")
         found = True
     if not found:
-        plan.finding(None, "grad-accum", "--grad-accum-no-sync: no loop steps the optimizer "
+        plan.finding(None, "grad_accum.none_found",
+                     "--grad-accum-no-sync: no loop steps the optimizer "
                      "under a condition after an unconditional backward", severity="info")
 
 

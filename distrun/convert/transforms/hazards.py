@@ -26,18 +26,20 @@ def plan_hazards(ctx: Context) -> None:
                 and not ctx.options.sync_bn:  # --sync-bn: the change says what was done
             batchnorm_seen = True
             before = _WRAP.get(ctx.options.target, "the DDP wrap")
-            plan.finding(call, "batchnorm", "BatchNorm computes statistics per rank: with small "
+            plan.finding(call, "hazards.batchnorm",
+                         "BatchNorm computes statistics per rank: with small "
                          "per-rank batches results differ from one process",
                          "convert with --sync-bn: on GPU the model's BatchNorm layers become "
                          f"SyncBatchNorm before {before} (SyncBatchNorm does not run on CPU)")
         if name == "torch.optim.LBFGS":
-            plan.finding(call, "full-batch", "LBFGS usually trains on the full batch: sharding "
+            plan.finding(call, "hazards.full_batch",
+                         "LBFGS usually trains on the full batch: sharding "
                          "the data changes its steps", "check that each step's loss is a mean "
                          "over the whole global batch")
     for cls in facts.classes():
         for base in cls.bases:
             if facts.qualname(base.value) in ITERABLE_DATASET:
-                plan.finding(cls, "iterable-dataset", f"`{cls.name.value}` is an "
+                plan.finding(cls, "hazards.iterable_dataset", f"`{cls.name.value}` is an "
                              "IterableDataset: DistributedSampler cannot shard it, so every "
                              "rank would read the same items",
                              "in __iter__, keep every WORLD_SIZE-th item: "
@@ -46,7 +48,8 @@ def plan_hazards(ctx: Context) -> None:
         if node.evaluated_value == "CUDA_VISIBLE_DEVICES":
             parent = facts.parent.get(facts.parent.get(node, node), node)
             if isinstance(parent, (cst.Subscript, cst.SubscriptElement, cst.Index)):
-                plan.finding(node, "device", "the script sets CUDA_VISIBLE_DEVICES: every rank "
+                plan.finding(node, "hazards.cuda_visible_devices",
+                             "the script sets CUDA_VISIBLE_DEVICES: every rank "
                              "would see the same GPUs", "remove it; torchrun gives each rank "
                              "its own LOCAL_RANK")
 

@@ -39,7 +39,8 @@ def plan_sum_losses(ctx: Context) -> None:
             continue
         ctx.plan.rewrite(loss, lambda n: expression(f"({code_of(n)} * {world})"))
         where = f"{facts.module_of(found).path}:{facts.line(found)}"
-        ctx.plan.change(call, "loss", f"`{name}` sums over the batch (`{facts.code(found)}` at "
+        ctx.plan.change(call, "loss.sum_reduction",
+                        f"`{name}` sums over the batch (`{facts.code(found)}` at "
                         f"{where}): its backward is scaled by {world}, since DDP averages the "
                         "ranks' gradients (each step stays the single process's)")
 

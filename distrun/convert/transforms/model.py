@@ -42,13 +42,14 @@ def plan_model(ctx: Context) -> None:
     removed = _plan_data_parallel(ctx)
     if not ctx.models:
         ctx.plan.finding(
-            None, "model", "no model found: no optimizer is built from `model.parameters()`",
+            None, "model.not_found",
+            "no model found: no optimizer is built from `model.parameters()`",
             "wrap your model yourself: `ddp_model = DDP(model, device_ids=[LOCAL_RANK])` "
             "after moving it to its device, and call `ddp_model(x)` in the training loop")
         return
     for model in ctx.models:
         if not model.forwards:
-            ctx.plan.finding(model.optimizer, "model", f"no training forward pass of "
+            ctx.plan.finding(model.optimizer, "model.no_forward", f"no training forward pass of "
                              f"`{model.place.code}` found: it was not wrapped, and its "
                              "gradients would not be averaged across ranks",
                              "wrap it: `ddp_model = DDP(model, device_ids=[LOCAL_RANK])` and "
@@ -57,7 +58,7 @@ def plan_model(ctx: Context) -> None:
         if not ctx.target.wraps_model:
             continue  # FSDP2 shards the model in place: see targets/fsdp.py
         for call in model.unhomed:
-            ctx.plan.finding(call, "model", f"this training forward pass calls "
+            ctx.plan.finding(call, "model.unnamed_forward", f"this training forward pass calls "
                              f"`{facts.code(call.func)}`, which cannot be given a "
                              "DistributedDataParallel object: not synchronised",
                              "bind the model to a name first, wrap it with DDP and call that")
@@ -87,17 +88,17 @@ def _plan_data_parallel(ctx: Context) -> bool:
                 and len(assign.targets) == 1 and stmt is not None
                 and flow.same(flow.place_of(assign.targets[0].target), inner_place)):
             _remove_statement(facts, plan, stmt, assign)
-            plan.change(call, "model", f"removed `{facts.code(call)}`: torch's "
+            plan.change(call, "model.dataparallel", f"removed `{facts.code(call)}`: torch's "
                         "DistributedDataParallel replaces it")
             removed = True
         elif args and (is_model or not ctx.models):
             plan.rewrite(call, lambda node: node.args[0].value.with_changes())  # type: ignore[attr-defined]
-            plan.change(call, "model", "removed the `nn.DataParallel(...)` wrapper: "
+            plan.change(call, "model.dataparallel", "removed the `nn.DataParallel(...)` wrapper: "
                         "DistributedDataParallel replaces it")
             removed = True
         else:
             plan.rewrite(call, _to_ddp(ctx, call))
-            plan.change(call, "model", "`nn.DataParallel(...)` -> `DDP(...)`")
+            plan.change(call, "model.dataparallel", "`nn.DataParallel(...)` -> `DDP(...)`")
     _type_checks(ctx)
     return removed
 
@@ -115,7 +116,8 @@ def _type_checks(ctx: Context) -> None:
                 continue
             ctx.need("ddp", at=node)
             plan.rewrite(node, lambda _n: cst.Name(ddp))
-            plan.change(node, "model", f"`DataParallel` in a type check -> `{ddp}`")
+            plan.change(node, "model.dataparallel_type_check",
+                        f"`DataParallel` in a type check -> `{ddp}`")
 
 
 def _drop_module_attribute(ctx: Context) -> None:
@@ -131,7 +133,8 @@ def _drop_module_attribute(ctx: Context) -> None:
                 ctx.holds_wrapper(owner, dotted(node.value) or ""):
             continue
         ctx.plan.rewrite(node, lambda n: n.value.with_changes())  # type: ignore[attr-defined]
-        ctx.plan.change(node, "model", f"`{facts.code(node)}` -> `{facts.code(node.value)}`: "
+        ctx.plan.change(node, "model.dataparallel_module",
+                        f"`{facts.code(node)}` -> `{facts.code(node.value)}`: "
                         "no DataParallel wrapper any more")
 
 

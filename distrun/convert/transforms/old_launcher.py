@@ -89,7 +89,8 @@ def _local_rank_from_environment(ctx: Context, option: cst.Call) -> None:
 
     ctx.plan.rewrite(option, rewrite)
     also = f", and `{missing[0]}` is accepted too" if missing else ""
-    ctx.plan.change(option, "complete", f"the local rank now defaults to LOCAL_RANK from the "
+    ctx.plan.change(option, "old_launcher.local_rank",
+                    f"the local rank now defaults to LOCAL_RANK from the "
                     f"environment: torchrun passes no `--local_rank` (torch 2's "
                     f"torch.distributed.launch passes `--local-rank`){also}; without it every "
                     "process trained alone")
@@ -103,7 +104,8 @@ def _torch_ddp(ctx: Context, call: cst.Call) -> None:
            "torch.cuda.is_available() else None)")
     ctx.plan.rewrite(call, lambda _n: expression(new))
     ctx.need("torch", at=call)
-    ctx.plan.change(call, "complete", "apex's DistributedDataParallel (removed from apex) -> "
+    ctx.plan.change(call, "old_launcher.apex_ddp",
+                    "apex's DistributedDataParallel (removed from apex) -> "
                     "torch's")
 
 
@@ -111,11 +113,13 @@ def _report_gaps(ctx: Context) -> None:
     facts = ctx.facts
     samplers = [c for c in facts.calls if facts.call_name(c) in _SAMPLERS]
     if not samplers:
-        ctx.plan.finding(None, "complete", "no DistributedSampler: every rank reads the whole "
+        ctx.plan.finding(None, "old_launcher.no_sampler",
+                         "no DistributedSampler: every rank reads the whole "
                          "training set", "give the training DataLoader "
                          "`sampler=DistributedSampler(dataset, shuffle=True)`")
     elif not any(isinstance(c.func, cst.Attribute) and c.func.attr.value == "set_epoch"
                  for c in facts.calls):
-        ctx.plan.finding(samplers[0], "complete", "the DistributedSampler never gets "
+        ctx.plan.finding(samplers[0], "old_launcher.no_set_epoch",
+                         "the DistributedSampler never gets "
                          "`set_epoch(epoch)`: every epoch replays the same order",
                          "call `loader.sampler.set_epoch(epoch)` at the start of each epoch")

@@ -79,7 +79,8 @@ def plan_output(ctx: Context) -> None:
             parent = facts.parent.get(call)
             if isinstance(parent, cst.Assign) and parent.value is call:
                 plan.rewrite(call, lambda n: expression(f"{code_of(n)} if {rank} == 0 else None"))
-                plan.change(call, "output", f"`{name.rsplit('.', 1)[-1]}` created on rank 0 only "
+                plan.change(call, "output.rank0_object",
+                            f"`{name.rsplit('.', 1)[-1]}` created on rank 0 only "
                             "(each use of it too)")
             else:
                 _guard(ctx, call, "tracking")
@@ -123,12 +124,14 @@ def _plan_file_writes(ctx: Context) -> set[int]:
         block = facts.parent.get(item) if isinstance(item, cst.WithItem) else None
         if isinstance(block, cst.With) and not _does_more_than_write(ctx, block):
             plan.rewrite(block, lambda n: guard_rank0(n, rank))
-            plan.change(call, "output", "file written by rank 0 only (every rank would write "
+            plan.change(call, "output.rank0_file",
+                        "file written by rank 0 only (every rank would write "
                         "the same file)")
             guarded.add(id(block))
         elif not (isinstance(block, cst.With) and any(
                 facts.call_name(c) == "torch.save" for c in facts.calls_in(block))):
-            plan.finding(call, "output", f"`{facts.code(call)}`: every rank writes this file",
+            plan.finding(call, "output.rank0_file",
+                         f"`{facts.code(call)}`: every rank writes this file",
                          f"write it on one rank: `if {rank} == 0:` around the writing")
     return guarded
 
@@ -216,7 +219,8 @@ def _wandb_disabled_elsewhere(ctx: Context, call: cst.Call) -> None:
             if a.keyword is not None and a.keyword.value == "mode" else a for a in node.args])
 
     ctx.plan.rewrite(call, rewrite)
-    ctx.plan.change(call, "output", "wandb run disabled on every rank but 0 (`mode=\"disabled\"`): "
+    ctx.plan.change(call, "output.wandb",
+                    "wandb run disabled on every rank but 0 (`mode=\"disabled\"`): "
                     "its methods still work there, only rank 0 reports")
 
 
@@ -244,7 +248,8 @@ def _guard(ctx: Context, call: cst.Call, what: str) -> None:
     facts, plan, rank = ctx.facts, ctx.plan, ctx.names.rank
     stmt = facts.statement(call)
     if stmt is not None and _on_error_path(ctx, stmt):
-        plan.finding(call, "output", f"this {what} line says why the script stops: left on "
+        plan.finding(call, "output.error_line",
+                     f"this {what} line says why the script stops: left on "
                      "every rank, so a rank that fails says why", severity="info")
         return
     alone = (isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1
@@ -254,16 +259,18 @@ def _guard(ctx: Context, call: cst.Call, what: str) -> None:
     if not alone:
         parent = facts.parent.get(call)
         if own or not isinstance(parent, cst.Expr):
-            plan.finding(call, "output", f"this {what} call is not alone on its line: every "
+            plan.finding(call, "output.rank0_unguarded",
+                         f"this {what} call is not alone on its line: every "
                          "rank runs it", f"put it on its own line under `if {rank} == 0:`")
             return
         plan.rewrite(call, lambda n: expression(f"{code_of(n)} if {rank} == 0 else None"))
-        plan.change(call, "output", f"{what} on rank 0 only (it shares its line: `... if "
+        plan.change(call, "output.rank0", f"{what} on rank 0 only (it shares its line: `... if "
                     f"{rank} == 0 else None`)")
         return
     if own and not _hoist(ctx, call, own):
         fn = facts.code(own[0].func)
-        plan.finding(call, "output", f"this {what} line calls `{fn}()` where it cannot be "
+        plan.finding(call, "output.rank0_unguarded",
+                     f"this {what} line calls `{fn}()` where it cannot be "
                      "taken out of the line; left unguarded, so every rank prints it",
                      f"compute the value first, then print it under `if {rank} == 0:`")
         return
@@ -271,11 +278,12 @@ def _guard(ctx: Context, call: cst.Call, what: str) -> None:
     plan.rewrite(stmt, lambda n: guard_rank0(n, rank))
     if own:
         names = ", ".join(f"`{facts.code(c.func)}()`" for c in own)
-        plan.change(call, "output", f"{what} on rank 0 only; {names} still runs on every rank, "
+        plan.change(call, "output.rank0",
+                    f"{what} on rank 0 only; {names} still runs on every rank, "
                     "just before it (it may run collectives, and its side effects stay the "
                     "same on every rank)")
     else:
-        plan.change(call, "output", f"{what} on rank 0 only")
+        plan.change(call, "output.rank0", f"{what} on rank 0 only")
 
 
 _VERBS = frozenset({"compute", "calc", "calculate", "get", "eval", "evaluate", "measure", "run"})
@@ -355,4 +363,4 @@ def _disable_bar(ctx: Context, call: cst.Call) -> None:
         return append_keyword(node, "disable", expression(f"{rank} != 0"))
 
     ctx.plan.rewrite(call, rewrite)
-    ctx.plan.change(call, "output", "progress bar shown on rank 0 only")
+    ctx.plan.change(call, "output.progress_bar", "progress bar shown on rank 0 only")

@@ -48,7 +48,8 @@ def plan_agree(ctx: Context) -> None:
         ctx.plan.rewrite(assign.value, lambda n: expression(f"{helper}({code_of(n)})"))
         ctx.need("dist", at=assign)
         ctx.define_helper("rank0_value", assign, helper_code(ctx.names))
-        ctx.plan.change(assign, "agree", f"`{target}` comes from `{facts.code(clock.func)}()`: "
+        ctx.plan.change(assign, "rank0_values.broadcast",
+                        f"`{target}` comes from `{facts.code(clock.func)}()`: "
                         f"rank 0's value is sent to every rank (`{helper}`), so all of them "
                         "use the same one")
 

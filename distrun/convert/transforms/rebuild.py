@@ -101,7 +101,8 @@ def _rebuild(ctx: Context, bound: cst.BaseStatement, name: str, loop: cst.For) -
         ctx.plan.insert_before(at, new)
     else:
         ctx.plan.insert_after(at, new)
-    ctx.plan.change(bound, "data", f"`{name}` is a training loader built where no DataLoader "
+    ctx.plan.change(bound, "data.rebuild_loader",
+                    f"`{name}` is a training loader built where no DataLoader "
                     f"call shows (`{facts.code(_value(bound))}`): rebuilt with `{call}` "
                     "before it is used for training, each rank reading its own part, a new "
                     "shuffle at each pass; it stops with the reason if it cannot be")
@@ -152,7 +153,8 @@ def draw_per_rank(ctx: Context, sampler: cst.Call) -> bool:
     if count is not None:
         ctx.plan.rewrite(count.value, lambda v: expression(f"({code_of(v)}) // {n.world_size}"))
     ctx.plan.rewrite(sampler, rewrite)
-    ctx.plan.change(sampler, "data", f"`{facts.code(sampler.func)}` draws with replacement: "
+    ctx.plan.change(sampler, "data.sampler_with_replacement",
+                    f"`{facts.code(sampler.func)}` draws with replacement: "
                     f"each rank draws its own num_samples // {n.world_size} from a generator "
                     "seeded with its rank (the same number of samples per epoch in all)")
     return True

@@ -27,14 +27,16 @@ def plan_scaling(ctx: Context) -> None:
         pos = positional(call)
         value = lr.value if lr is not None else (pos[1].value if len(pos) > 1 else None)
         if value is None:
-            plan.finding(call, "scale-lr", "this optimizer uses its default learning rate: "
+            plan.finding(call, "scale_lr.default_lr",
+                         "this optimizer uses its default learning rate: "
                          "not scaled", f"pass lr=<rate> * {world}")
             continue
         code = facts.code(value)
         wrapped = code if isinstance(value, (cst.Name, cst.Attribute, cst.Integer, cst.Float,
                                              cst.Call, cst.Subscript)) else f"({code})"
         plan.rewrite(value, constant(expression(f"{wrapped} * {world}")))
-        plan.change(call, "scale-lr", f"learning rate {code} x {world} (linear scaling rule: "
+        plan.change(call, "scale_lr.scaled",
+                    f"learning rate {code} x {world} (linear scaling rule: "
                     "the global batch is WORLD_SIZE times larger)")
 
 

@@ -28,7 +28,8 @@ def plan_setup(ctx: Context) -> None:
     facts, plan, names = ctx.facts, ctx.plan, ctx.names
     if runs_nothing(facts.entry.module):
         ctx.entry_is_library = True
-        plan.finding(None, "setup", "this file only defines functions and classes: it runs no "
+        plan.finding(None, "setup.library_module",
+                     "this file only defines functions and classes: it runs no "
                      "training itself, so it gets no process group (it would start one when "
                      "imported); its code is converted as a module of a project",
                      "convert the script that imports and runs it (`distrun convert train.py`): "
@@ -80,8 +81,8 @@ def plan_setup(ctx: Context) -> None:
         _append_teardown(facts, plan, body, setup.teardown)
         where = "after the imports"
     anchor = guard if in_guard and guard is not None else (last_import or entry.module.body[0])
-    plan.change(anchor, "setup", setup.message.format(where=where))
-    plan.change(body[-1], "setup", "`destroy_process_group()` when the script ends")
+    plan.change(anchor, "setup.process_group", setup.message.format(where=where))
+    plan.change(body[-1], "setup.teardown", "`destroy_process_group()` when the script ends")
 
 
 TRANSFORM = Transform("setup", plan_setup)

@@ -93,7 +93,8 @@ def _call_through(ctx: Context, model: Model, call: cst.Call, home: Home, ddp: s
     code = ddp_code(ctx, home, ddp, ctx.facts.code(target))
     model.wrapped.calls[call] = code
     ctx.plan.rewrite(target, lambda _n: expression(code))
-    ctx.plan.change(call, "model", f"training forward pass `{ctx.facts.code(target)}(...)` -> "
+    ctx.plan.change(call, "model.forward",
+                    f"training forward pass `{ctx.facts.code(target)}(...)` -> "
                     f"`{code}(...)`: its gradients are averaged across ranks")
 
 
@@ -114,7 +115,7 @@ def _pass_ddp(ctx: Context, model: Model, home: Home, ddp_names: dict[Home, str]
         if holder is not None:
             model.wrapped.handed_on.add(holder)
         if caller is None:
-            ctx.plan.finding(site, "model", f"`{facts.code(arg)}` is passed to "
+            ctx.plan.finding(site, "model.no_wrapper_here", f"`{facts.code(arg)}` is passed to "
                              f"`{home.scope.name.value}()`, which trains it, but has no DDP "
                              "object here: not synchronised", "pass the DDP-wrapped model")
             continue
@@ -125,7 +126,8 @@ def _pass_ddp(ctx: Context, model: Model, home: Home, ddp_names: dict[Home, str]
             ddp_names[caller] = _ddp_name(ctx, caller)
         code = ddp_code(ctx, caller, ddp_names[caller], facts.code(flow.strip(arg)))
         ctx.plan.rewrite(arg, lambda _n, code=code: expression(code))  # type: ignore[misc]
-        ctx.plan.change(site, "model", f"`{home.scope.name.value}()` trains the model it is "
+        ctx.plan.change(site, "model.pass_wrapper",
+                        f"`{home.scope.name.value}()` trains the model it is "
                         f"given: it now gets `{code}`")
 
 
@@ -135,7 +137,8 @@ def _create(ctx: Context, model: Model, home: Home, ddp: str, sites: list[cst.CS
     reaching = _reaching_functions(ctx, sites)
     blocks = list(_binding_blocks(ctx, home))
     if not blocks:
-        ctx.plan.finding(sites[0], "model", f"found where `{home.name}` is trained but not where "
+        ctx.plan.finding(sites[0], "model.not_set",
+                         f"found where `{home.name}` is trained but not where "
                          "it is set: not wrapped", f"wrap it after it is built: "
                          f"`{ddp} = DDP({home.name}, device_ids=[LOCAL_RANK])`")
         return
@@ -145,7 +148,8 @@ def _create(ctx: Context, model: Model, home: Home, ddp: str, sites: list[cst.CS
             _insert(ctx, model, home, ddp, anchor, after, moved)
     if home.kind == "name" and isinstance(home.scope, cst.Module) and not facts.module_of(
             home.scope).is_entry:
-        ctx.plan.finding(sites[0], "model", f"`{home.name}` is a global of an imported module: "
+        ctx.plan.finding(sites[0], "model.global_of_module",
+                         f"`{home.name}` is a global of an imported module: "
                          "its DDP object is made when that module is imported, before the "
                          "process group exists", "build the model in a function called by the "
                          "entry script, or move `{ddp} = DDP(...)` into it")
@@ -257,9 +261,9 @@ def _insert(ctx: Context, model: Model, home: Home, ddp: str, anchor: cst.CSTNod
         new.append(statement(f"if torch.cuda.is_available():  # SyncBatchNorm runs on GPU only\n"
                              f"    {name} = torch.nn.SyncBatchNorm.convert_sync_batchnorm("
                              f"{name})\n"))
-        plan.change(anchor, "sync-bn", f"BatchNorm layers of `{name}` -> SyncBatchNorm when "
+        plan.change(anchor, "model.sync_bn", f"BatchNorm layers of `{name}` -> SyncBatchNorm when "
                     "CUDA is available")
-        plan.finding(anchor, "sync-bn", "SyncBatchNorm is used only with CUDA: on CPU each "
+        plan.finding(anchor, "model.sync_bn", "SyncBatchNorm is used only with CUDA: on CPU each "
                      "rank keeps its own BatchNorm statistics", severity="info")
     made = ctx.target.wrap(ctx, WrapSite(model, home, target, name, anchor, after, moved))
     if made is None:
@@ -270,7 +274,7 @@ def _insert(ctx: Context, model: Model, home: Home, ddp: str, anchor: cst.CSTNod
         plan.insert_after(anchor, new)
     else:
         plan.insert_before(anchor, new)
-    plan.change(anchor, "model", f"`{target}`: the {ctx.target.wrapper} of `{name}` (on its "
+    plan.change(anchor, "model.wrap", f"`{target}`: the {ctx.target.wrapper} of `{name}` (on its "
                 f"device); the training forward passes call it, every other use of `{name}` "
                 "stays on the model itself")
 
@@ -291,12 +295,12 @@ def unwrap_param_uses(ctx: Context, model: Model, home: Home) -> None:
         if isinstance(parent, cst.Attribute) and parent.value is node:
             if parent.attr.value not in PASS_THROUGH:
                 plan.rewrite(node, lambda n: expression(target.unwrap(ctx, code_of(n))))
-                plan.change(parent, "model", f"`{home.name}.{parent.attr.value}` -> "
+                plan.change(parent, "model.unwrap", f"`{home.name}.{parent.attr.value}` -> "
                             f"`{target.unwrap(ctx, home.name)}.{parent.attr.value}` (it "
                             "holds the DDP object here)")
         elif isinstance(parent, (cst.Arg, cst.Return)) and not _hands_ddp_on(ctx, parent):
             plan.rewrite(node, lambda n: expression(target.unwrap(ctx, code_of(n))))
-            plan.change(node, "model", f"`{home.name}` -> `{target.unwrap(ctx, home.name)}` "
+            plan.change(node, "model.unwrap", f"`{home.name}` -> `{target.unwrap(ctx, home.name)}` "
                         "where it is handed on (it holds the DDP object here)")
 
 

@@ -1,0 +1,277 @@
+"""Every rule of `distrun convert`, registered once: the id each change and finding of the
+report carries, and what the rule does.
+
+An id is `<family>.<rule>`. The family is the transform module that applies the rule
+(`transforms/<family>.py`, its fixtures in tests/convert/fixtures/<family>/), or the
+target whose vocabulary it is (`targets/<family>.py`), or `detect` (the gates that leave
+a script unchanged) and `notebook` (a notebook's cells). `Plan.change` and
+`Plan.finding` refuse an id that is not here; a test fails on an id used in the code and
+not registered, registered and never used, or registered twice. `docs/rules.md` is
+generated from this table (`python -m distrun.convert.rules > docs/rules.md`).
+
+Importing this module costs nothing: no libcst, no torch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Rule:
+    id: str
+    summary: str  # what the rule does (a change) or reports (a finding), one sentence
+
+
+_RULES: tuple[tuple[str, str], ...] = (
+    # -- gates: the script is left unchanged ----------------------------------------
+    ("detect.already_distributed", "The script already sets up torch.distributed (or "
+     "accelerate, DeepSpeed): nothing is changed."),
+    ("detect.spawns_processes", "The script starts its own processes (mp.spawn, "
+     "multiprocessing): not converted; torchrun should start them."),
+    ("detect.no_training", "No optimizer, DataLoader or backward() on a torch import: "
+     "nothing to convert."),
+    # -- device -------------------------------------------------------------------
+    ("device.string", "A device string or torch.device('cuda') becomes the local rank's "
+     "device."),
+    ("device.cuda_call", "`.cuda()` becomes `.to(DEVICE)`, the local rank's device."),
+    ("device.torch_device", "`torch.device('cuda', N)` becomes the local rank's device."),
+    ("device.set_device", "`torch.cuda.set_device(...)` is removed: the set-up picks the "
+     "local rank's GPU."),
+    ("device.compare", "A test of the device against 'cuda' keeps working now that the "
+     "device is 'cuda:N'."),
+    ("device.gpu_index", "A GPU index set to 0 becomes the local rank."),
+    # -- data ---------------------------------------------------------------------
+    ("data.sampler", "A training DataLoader gets a DistributedSampler (its shuffle moved "
+     "there): each rank reads its share."),
+    ("data.name_dataset", "A dataset built inside the DataLoader call is named first, so "
+     "the sampler can see it."),
+    ("data.unnamed_dataset", "The dataset is built inside the DataLoader call where it "
+     "cannot be named: the loader is left unsharded."),
+    ("data.set_epoch", "`set_epoch(epoch)` at the start of each epoch, so each epoch has "
+     "a new order."),
+    ("data.no_epoch_loop", "No epoch loop found around a training loop: no set_epoch "
+     "placed."),
+    ("data.no_epoch_variable", "No epoch variable to reshuffle with."),
+    ("data.rebuild_loader", "A training loader built where no DataLoader call shows is "
+     "rebuilt sharded before it is used."),
+    ("data.sampler_with_replacement", "A sampler drawing with replacement: each rank "
+     "draws its own share from a generator seeded with its rank."),
+    ("data.own_sampler", "A training DataLoader with its own sampler was not sharded."),
+    ("data.iterable_dataset", "A DataLoader over an IterableDataset was not sharded."),
+    ("data.mixed_helper", "A helper builds training and evaluation loaders: the training "
+     "one is sharded where it is used."),
+    ("data.eval_unsharded", "An evaluation DataLoader stays whole: every rank evaluates "
+     "the full set, so metrics are exact."),
+    ("data.unknown_loader", "A DataLoader that may or may not feed training was left "
+     "unsharded."),
+    ("data.no_loader", "No DataLoader found: batches built by hand are not sharded."),
+    ("data.measured_on_shard", "A function that measures on the training loader now sees "
+     "one rank's share."),
+    ("data.progress", "Progress counted against the whole dataset ends near "
+     "1/WORLD_SIZE of it."),
+    # -- model --------------------------------------------------------------------
+    ("model.wrap", "The model's wrapper (DDP object, accelerate's, DeepSpeed engine) is "
+     "made after the model is built."),
+    ("model.forward", "A training forward pass calls the wrapper, so gradients are "
+     "averaged across ranks."),
+    ("model.pass_wrapper", "A function that trains the model it is given now gets the "
+     "wrapper."),
+    ("model.unwrap", "Inside such a function, other uses reach the model inside the "
+     "wrapper."),
+    ("model.dataparallel", "nn.DataParallel is removed (DistributedDataParallel replaces "
+     "it)."),
+    ("model.dataparallel_module", "`model.module` reads the model itself once "
+     "DataParallel is gone."),
+    ("model.dataparallel_type_check", "`DataParallel` in a type check becomes DDP."),
+    ("model.sync_bn", "--sync-bn: BatchNorm layers become SyncBatchNorm on GPU."),
+    ("model.not_found", "No model found: no optimizer is built from a model's "
+     "parameters."),
+    ("model.no_forward", "No training forward pass of a model found: it was not "
+     "wrapped."),
+    ("model.unnamed_forward", "A training forward pass through an expression that "
+     "cannot hold a wrapper (`models[i](x)`)."),
+    ("model.not_set", "Where the model is trained is known, not where it is set: not "
+     "wrapped."),
+    ("model.no_wrapper_here", "A model passed to a function that trains it has no "
+     "wrapper where it is passed."),
+    ("model.global_of_module", "A model that is a global of an imported module is "
+     "wrapped when that module is imported."),
+    # -- training loop, precision -------------------------------------------------
+    ("evaluation.shard", "--eval shard: an evaluation loader reads every WORLD_SIZE-th "
+     "sample."),
+    ("evaluation.all_reduce", "--eval shard: the loop's sums are all-reduced after it."),
+    ("evaluation.buffers", "--eval shard: rank 0's buffers are broadcast before the "
+     "sharded evaluation."),
+    ("evaluation.left_whole", "--eval shard: a loader whose loop does not sum its "
+     "metrics is left whole."),
+    ("loss.sum_reduction", "A loss summed over the batch: its scale now depends on the "
+     "per-rank batch."),
+    ("amp.modernise", "Deprecated torch.cuda.amp forms become torch.autocast / "
+     "torch.amp.GradScaler."),
+    ("amp.autocast", "--amp fp16|bf16: the forward pass and loss go under "
+     "torch.autocast."),
+    ("amp.autocast_missed", "--amp: the forward pass could not be put under autocast."),
+    ("amp.grad_scaler", "--amp fp16: a GradScaler (enabled with CUDA only)."),
+    ("amp.scaler_step", "--amp fp16: `optimizer.step()` goes through the GradScaler."),
+    ("amp.no_backward", "--amp: no `loss.backward()` found to put under autocast."),
+    ("amp.remove_autocast", "Autocast removed (--amp none, or the target sets the "
+     "precision)."),
+    ("amp.remove_scaler", "GradScaler removed (--amp none, or the target sets the "
+     "precision)."),
+    ("amp.scaler_leftover", "A use of the removed GradScaler is left."),
+    ("amp.apex_initialize", "apex `amp.initialize` becomes torch.amp."),
+    ("amp.apex_scale_loss", "apex `amp.scale_loss` becomes `scaler.scale(loss)`."),
+    ("amp.apex_scale_loss_alone", "apex `amp.scale_loss` without `amp.initialize` in "
+     "the script."),
+    ("amp.apex_scale_loss_outside_with", "apex `amp.scale_loss` outside a `with`: not "
+     "migrated."),
+    ("amp.apex_scaler_scope", "The loss is scaled outside the function that makes the "
+     "GradScaler."),
+    ("amp.apex_o3", "apex O3 became fp16 autocast with fp32 weights."),
+    ("amp.apex_state", "apex's state_dict / load_state_dict become the GradScaler's."),
+    ("amp.apex_syncbn", "apex convert_syncbn_model becomes torch's SyncBatchNorm."),
+    ("amp.apex_import", "apex imports removed."),
+    ("grad_accum.no_sync", "--grad-accum-no-sync: micro-steps that do not step skip the "
+     "gradient all-reduce."),
+    ("grad_accum.condition", "--grad-accum-no-sync: the step condition reads the "
+     "micro-step's values: no no_sync added."),
+    ("grad_accum.none_found", "--grad-accum-no-sync: no loop steps under a condition."),
+    ("scale_lr.scaled", "--scale-lr: the learning rate is multiplied by WORLD_SIZE."),
+    ("scale_lr.default_lr", "--scale-lr: an optimizer with its default learning rate is "
+     "not scaled."),
+    # -- output, files, agreement between ranks ------------------------------------
+    ("checkpoint.rank0_save", "A checkpoint is saved by rank 0 only, then every rank "
+     "waits for it."),
+    ("checkpoint.map_location", "`torch.load` maps onto the rank's own device."),
+    ("output.rank0", "Printing and logging on rank 0 only."),
+    ("output.rank0_unguarded", "Output that cannot be taken out of its line stays on "
+     "every rank."),
+    ("output.rank0_file", "A file written by every rank is written by rank 0 only."),
+    ("output.rank0_object", "A logger object (SummaryWriter...) is made on rank 0 only, "
+     "each use of it too."),
+    ("output.error_line", "Output that says why the script stops stays on every rank."),
+    ("output.progress_bar", "A progress bar is shown on rank 0 only."),
+    ("output.wandb", "wandb is disabled on every rank but 0."),
+    ("directories.exist_ok", "Directories are made with exist_ok=True: every rank makes "
+     "them, none fails."),
+    ("directories.dir_fd", "`os.mkdir(..., dir_fd=...)` run by every rank: all but the "
+     "first fail."),
+    ("download.rank0_first", "Rank 0 downloads the dataset first; the others wait, then "
+     "read the files."),
+    ("rank0_values.broadcast", "A run name from the clock or a random id is rank 0's on "
+     "every rank."),
+    ("hazards.batchnorm", "BatchNorm statistics are per rank."),
+    ("hazards.full_batch", "LBFGS usually trains on the full batch: sharding changes its "
+     "steps."),
+    ("hazards.iterable_dataset", "An IterableDataset must shard itself in __iter__."),
+    ("hazards.cuda_visible_devices", "The script sets CUDA_VISIBLE_DEVICES: every rank "
+     "would see the same GPUs."),
+    # -- set-up ---------------------------------------------------------------------
+    ("setup.process_group", "The process group (or the Accelerator) is set up."),
+    ("setup.teardown", "`destroy_process_group()` when the script ends."),
+    ("setup.library_module", "A file that only defines things gets no process group: "
+     "convert the script that runs it."),
+    ("old_launcher.local_rank", "A script for torch.distributed.launch reads its local "
+     "rank from LOCAL_RANK too."),
+    ("old_launcher.apex_ddp", "apex's DistributedDataParallel becomes torch's."),
+    ("old_launcher.no_sampler", "A script for the old launcher has no "
+     "DistributedSampler."),
+    ("old_launcher.no_set_epoch", "A script for the old launcher never calls "
+     "set_epoch."),
+    ("notebook.magic", "A notebook's shell command or magic is commented out."),
+    # -- targets ------------------------------------------------------------------
+    ("accelerate.prepare", "The model, its optimizer and the loaders built before go "
+     "through `accelerator.prepare`."),
+    ("accelerate.prepare_loader", "A training DataLoader goes through "
+     "`accelerator.prepare`."),
+    ("accelerate.backward", "`loss.backward()` becomes `accelerator.backward(loss)`."),
+    ("deepspeed.one_model", "DeepSpeed needs one model trained by one optimizer."),
+    ("deepspeed.updated_by_hand", "A model updated without an optimizer cannot become a "
+     "DeepSpeed engine."),
+    ("deepspeed.optimizer_out_of_reach", "The optimizer cannot be reached where the "
+     "engine is made."),
+    ("deepspeed.engine_out_of_reach", "A backward, step or resume runs where no engine "
+     "can be reached."),
+    ("deepspeed.backward", "`loss.backward()` becomes `engine.backward(loss)`."),
+    ("deepspeed.step", "`optimizer.step()` becomes `engine.step()`."),
+    ("deepspeed.zero_grad", "`optimizer.zero_grad()` goes through the engine."),
+    ("deepspeed.local_rank_argument", "The script's parser accepts the launcher's "
+     "--local_rank."),
+    ("deepspeed.apex", "apex cannot move into a DeepSpeed config."),
+    ("deepspeed.amp_in_code", "Mixed precision written in code: under DeepSpeed it is "
+     "set in ds_config.json."),
+    ("deepspeed.untraced_resume", "The optimizer's state is loaded from a file distrun "
+     "cannot trace."),
+    ("deepspeed.clipping", "clip_grad_norm_ moves into gradient_clipping."),
+    ("deepspeed.grad_accum", "Gradient accumulation keeps the script's condition "
+     "(managed_gradient_accumulation false)."),
+    ("deepspeed.micro_batch", "train_micro_batch_size_per_gpu read from the script."),
+    ("deepspeed.untested_optimizer", "zero_allow_untested_optimizer for an optimizer "
+     "DeepSpeed does not test under ZeRO."),
+    ("deepspeed.checkpoint_save", "Every rank also saves the engine's checkpoint beside "
+     "the optimizer's state."),
+    ("deepspeed.checkpoint_load", "The optimizer's state is loaded through "
+     "`engine.load_checkpoint`."),
+    ("deepspeed.zero3_gather", "ZeRO-3: the weights are gathered around a state_dict "
+     "or load_state_dict."),
+    ("deepspeed.zero3_optimizer_state", "ZeRO-3: the optimizer's state exists only as "
+     "shards."),
+    ("deepspeed.zero3_whole_model", "ZeRO-3: the whole model cannot be pickled."),
+    ("deepspeed.zero3_parameters", "ZeRO-3: parameters read outside a forward pass are "
+     "empty."),
+    ("fsdp.one_model", "FSDP2 conversion needs one model trained by one optimizer."),
+    ("fsdp.updated_by_hand", "A model updated without an optimizer cannot be sharded."),
+    ("fsdp.shard", "The model is sharded with fully_shard (each repeated block, then the "
+     "root) before its optimizer."),
+    ("fsdp.mixed_precision", "--amp bf16 becomes FSDP2's MixedPrecisionPolicy."),
+    ("fsdp.forward_method", "A method that calls self.forward() is registered with "
+     "FSDP2."),
+    ("fsdp.no_blocks", "No repeated blocks: only the root is sharded."),
+    ("fsdp.memory", "The memory the sharding saves, from the parameter count."),
+    ("fsdp.model_out_of_reach", "The model cannot be reached where its optimizer is "
+     "built."),
+    ("fsdp.optimizer_in_loop", "The optimizer is built inside a loop."),
+    ("fsdp.half_weights", "The model is cast to half precision."),
+    ("fsdp.model_rebound", "The model is bound again after its optimizer is built."),
+    ("fsdp.tied_blocks", "Parameters tied across the blocks sharded one by one."),
+    ("fsdp.full_state_dict", "A state_dict of the sharded model becomes the full state "
+     "dict on rank 0."),
+    ("fsdp.load_state", "A state is loaded into the sharded model from rank 0's full "
+     "state."),
+    ("fsdp.whole_model_save", "`torch.save` of the whole sharded model is refused."),
+    ("fsdp.clip_grad_norm", "The norm clip_grad_norm_ returns is a DTensor: made a full "
+     "tensor."),
+)
+
+RULES: dict[str, Rule] = {rule_id: Rule(rule_id, summary) for rule_id, summary in _RULES}
+
+
+def check(rule_id: str) -> str:
+    """`rule_id`, if registered; KeyError naming it otherwise."""
+    if rule_id not in RULES:
+        raise KeyError(f"rule id {rule_id!r} is not registered in distrun/convert/rules.py")
+    return rule_id
+
+
+def markdown() -> str:
+    """The rule reference page (docs/rules.md), one section per family."""
+    lines = ["# Rule reference", "",
+             "Every change and finding of `distrun convert`'s report carries one of these "
+             "ids (the JSON report's `rule`). The family is the part of the conversion "
+             "that applies it. Generated from `distrun/convert/rules.py`.", ""]
+    family = ""
+    for rule in RULES.values():
+        head = rule.id.split(".", 1)[0]
+        if head != family:
+            family = head
+            lines += [f"## {family}", "", "| id | what it does or reports |", "|---|---|"]
+        lines.append(f"| `{rule.id}` | {rule.summary} |")
+        nxt = list(RULES).index(rule.id) + 1
+        if nxt == len(RULES) or list(RULES)[nxt].split(".", 1)[0] != family:
+            lines.append("")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    print(markdown(), end="")
