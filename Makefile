@@ -1,10 +1,11 @@
-# distrun: set-up, demo and tests. `make test` and `make demo` work on a fresh clone with only Python.
+# distrun: set-up, demo, tests and docs. `make test`, `make demo` and `make docs` work on a fresh
+# clone with only Python.
 PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.distrun-installed
 
-.PHONY: test test-loaded demo lint typecheck bench clean
+.PHONY: test test-loaded demo lint typecheck docs bench clean
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -33,6 +34,11 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy
 
+# The manual (docs/, mkdocs.yml) as a site in site/; a broken link or anchor fails the build.
+# NO_MKDOCS_2_WARNING: mkdocs-material's notice about its own future, not about these pages.
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --site-dir site
+
 bench: $(STAMP)
 	$(PY) benchmarks/bench_convert.py
 	$(PY) benchmarks/bench_startup.py
@@ -42,4 +48,4 @@ bench: $(STAMP)
 	$(PY) benchmarks/bench_tutorial.py
 
 clean:
-	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) build site *.egg-info .pytest_cache .mypy_cache .ruff_cache

@@ -32,7 +32,7 @@ new kubeflow-training release), in a throwaway virtual environment:
     /tmp/kfgen/bin/python tests/config/make_pytorchjob_schema.py
 
 then run `pytest tests/config` and commit the JSON file (its `$comment` names the
-package versions; the README names the kubeflow-training version).
+package versions; docs/cluster.md names the kubeflow-training version).
 """
 
 from __future__ import annotations

@@ -153,11 +153,11 @@ def test_elastic_policy_fields_are_checked(exported: dict[str, str], validator: 
     assert any(e.validator == "additionalProperties" for e in validator.iter_errors(job))
 
 
-def test_schema_names_its_sources_and_the_readme_the_same_version(schema: dict[str, Any]
-                                                                   ) -> None:
+def test_schema_names_its_sources_and_the_docs_the_same_version(schema: dict[str, Any]
+                                                                 ) -> None:
     found = re.search(r"kubeflow-training (\d+\.\d+\.\d+)", schema["$comment"])
     assert found and re.search(r"kubernetes \d+\.\d+\.\d+", schema["$comment"])
-    assert f"kubeflow-training {found.group(1)}" in (ROOT / "README.md").read_text()
+    assert f"kubeflow-training {found.group(1)}" in (ROOT / "docs" / "cluster.md").read_text()
     assert schema["properties"]["kind"] == {"const": "PyTorchJob"}
     # one definition per model, referenced where used; the file stays small
     assert len(schema["$defs"]) > 50 and SCHEMA_FILE.stat().st_size < 200_000
