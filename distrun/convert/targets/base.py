@@ -34,6 +34,7 @@ class TorchDistributed:
 
     name: TargetName = "ddp"
     wrapper = "DistributedDataParallel object"
+    wrap_call = "the DDP wrap"
     wraps_model = True
     adds_autocast = True
     loaders_count_epochs = False

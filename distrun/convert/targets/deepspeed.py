@@ -61,6 +61,7 @@ _AMP = ("torch.autocast", "torch.amp.autocast", "torch.cuda.amp.autocast", "torc
 class DeepSpeed(TorchDistributed):
     name: TargetName = "deepspeed"
     wrapper = "DeepSpeed engine"
+    wrap_call = "`deepspeed.initialize`"
 
     def check_options(self, options: ConvertOptions, given: Mapping[str, Any]) -> None:
         if options.zero == 3 and options.eval_shard:

@@ -65,6 +65,7 @@ class FSDP(TorchDistributed):
 
     name: TargetName = "fsdp"
     wrapper = "FSDP2 sharded model"
+    wrap_call = "`fully_shard`"
     wraps_model = False
 
     def check_options(self, options: ConvertOptions, given: Mapping[str, Any]) -> None:

@@ -12,9 +12,6 @@ import libcst as cst
 from distrun.convert.context import Context, Transform
 from distrun.convert.idioms import ITERABLE_DATASET
 
-_WRAP = {"accelerate": "`accelerator.prepare`", "deepspeed": "`deepspeed.initialize`",
-         "fsdp": "`fully_shard`"}
-
 
 def plan_hazards(ctx: Context) -> None:
     facts, plan = ctx.facts, ctx.plan
@@ -25,12 +22,12 @@ def plan_hazards(ctx: Context) -> None:
         if last in ("BatchNorm1d", "BatchNorm2d", "BatchNorm3d") and not batchnorm_seen \
                 and not ctx.options.sync_bn:  # --sync-bn: the change says what was done
             batchnorm_seen = True
-            before = _WRAP.get(ctx.options.target, "the DDP wrap")
             plan.finding(call, "hazards.batchnorm",
                          "BatchNorm computes statistics per rank: with small "
                          "per-rank batches results differ from one process",
                          "convert with --sync-bn: on GPU the model's BatchNorm layers become "
-                         f"SyncBatchNorm before {before} (SyncBatchNorm does not run on CPU)")
+                         f"SyncBatchNorm before {ctx.target.wrap_call} (SyncBatchNorm does "
+                         "not run on CPU)")
         if name == "torch.optim.LBFGS":
             plan.finding(call, "hazards.full_batch",
                          "LBFGS usually trains on the full batch: sharding "
