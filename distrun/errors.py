@@ -38,7 +38,26 @@ class InputError(DistrunError):
 
 
 class ConvertError(DistrunError):
-    """The script cannot be converted (for example, it does not parse)."""
+    """The script cannot be converted (for example, it does not parse).
+
+    `line` and `column` say where, when a place in the file is to blame: the message then
+    starts with `FILE:LINE:COLUMN: ` and `detail` is the rest of it, so a caller that knows
+    the file under another name (a notebook's cell) can say where without reading the text.
+    """
+
+    def __init__(self, message: str, hint: str | None = None, *, line: int | None = None,
+                 column: int | None = None, detail: str | None = None) -> None:
+        super().__init__(message, hint)
+        self.line = line
+        self.column = column
+        self.detail = detail
+
+    @classmethod
+    def at(cls, filename: str, line: int, column: int, detail: str,
+           hint: str | None = None) -> ConvertError:
+        """The error at `filename:line:column`, its message `FILE:LINE:COLUMN: detail`."""
+        return cls(f"{filename}:{line}:{column}: {detail}", hint, line=line, column=column,
+                   detail=detail)
 
 
 class LaunchError(DistrunError):
