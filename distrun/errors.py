@@ -2,7 +2,7 @@
 
 Only `distrun.cli` turns them into a message and an exit status; the core raises them.
 
-Exit codes (documented in the README):
+Exit codes (documented in docs/convert.md and docs/launch.md):
   0  success (also: nothing to do)
   1  `convert --check` found work to do; a launched job failed
   2  bad input: missing or unreadable file, not Python, syntax error, bad option
@@ -38,7 +38,26 @@ class InputError(DistrunError):
 
 
 class ConvertError(DistrunError):
-    """The script cannot be converted (for example, it does not parse)."""
+    """The script cannot be converted (for example, it does not parse).
+
+    `line` and `column` say where, when a place in the file is to blame: the message then
+    starts with `FILE:LINE:COLUMN: ` and `detail` is the rest of it, so a caller that knows
+    the file under another name (a notebook's cell) can say where without reading the text.
+    """
+
+    def __init__(self, message: str, hint: str | None = None, *, line: int | None = None,
+                 column: int | None = None, detail: str | None = None) -> None:
+        super().__init__(message, hint)
+        self.line = line
+        self.column = column
+        self.detail = detail
+
+    @classmethod
+    def at(cls, filename: str, line: int, column: int, detail: str,
+           hint: str | None = None) -> ConvertError:
+        """The error at `filename:line:column`, its message `FILE:LINE:COLUMN: detail`."""
+        return cls(f"{filename}:{line}:{column}: {detail}", hint, line=line, column=column,
+                   detail=detail)
 
 
 class LaunchError(DistrunError):

@@ -4,6 +4,10 @@ Scripts are decoded as Python itself would (a BOM or a coding line), their line
 endings kept; results are written to a temporary file in the target's folder and
 renamed over it, so a failure never leaves a half-written file, and an existing
 file is kept as FILE.orig before it is replaced.
+
+Where a result goes (`output_file`): `-o` as given, or, when it names an existing folder
+or ends in `/`, the default file name inside that folder; a missing folder on the way is
+made when the file is written (`write_files`).
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ import os
 import shutil
 import tempfile
 import tokenize
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -63,6 +68,26 @@ def read_script(path: str) -> Script:
 def default_output(script: str, target: str = "ddp") -> str:
     p = Path(script)
     return str(p.with_name(f"{p.stem}_{target}{p.suffix or '.py'}"))
+
+
+def is_folder_name(output: str) -> bool:
+    """`-o OUT` names a folder to write into: it ends in `/` or is an existing folder."""
+    return output.endswith(("/", os.sep)) or Path(output).is_dir()
+
+
+def output_file(output: str | None, default: str) -> str:
+    """The file a result is written to: `default` when no `-o` was given; the file of
+    `default`'s name inside OUT when OUT names a folder (`build/` -> build/train_ddp.py);
+    else OUT itself."""
+    if output is None:
+        return default
+    if not is_folder_name(output):
+        return output
+    folder = Path(output)
+    if folder.exists() and not folder.is_dir():
+        raise InputError(f"{output}: not a folder", "give -o a folder, or a file name "
+                         "without the trailing /")
+    return str(folder / Path(default).name)
 
 
 def same_file(a: str, b: str) -> bool:
@@ -117,3 +142,38 @@ def write_atomic(target: str, data: bytes, like: str | None = None, backup: bool
         if made_backup:  # on any error nothing is written: not even the backup
             backup_path.unlink(missing_ok=True)
         raise InputError(f"{target}: cannot write: {err.strerror}") from None
+
+
+@dataclass(frozen=True)
+class FileWrite:
+    """One file to write: `data` to `path` (with `like`'s permissions, when given); an
+    existing different file is replaced only with `force`, and kept as PATH.orig with
+    `backup`."""
+
+    path: str
+    data: bytes
+    like: str | None = None
+    backup: bool = False
+    force: bool = False
+
+
+def write_files(writes: Sequence[FileWrite]) -> None:
+    """Write every file, each atomically, after checking that each may be written (so a
+    refusal writes none); a missing folder on the way is made."""
+    for write in writes:
+        if needs_writing(write.path, write.data, write.force) and write.backup \
+                and Path(write.path).exists() and Path(f"{write.path}.orig").exists():
+            raise InputError(f"{write.path}.orig already exists: refusing to replace an "
+                             "earlier backup", "move it away first (or, with --in-place, "
+                             "pass --no-backup)")
+    for write in writes:
+        _make_folder(Path(write.path).parent)
+        write_atomic(write.path, write.data, like=write.like, backup=write.backup,
+                     force=write.force)
+
+
+def _make_folder(folder: Path) -> None:
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise InputError(f"{folder}: cannot make the folder: {err.strerror or err}") from None

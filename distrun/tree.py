@@ -5,6 +5,10 @@ the end, so a failure leaves nothing half-written; an existing destination is re
 only when asked, and is then kept as DEST.orig. What is not copied: version control and
 cache folders, virtual environments, files over 16 MiB and folders without Python code
 holding over 64 MiB (data sets, checkpoints): they are listed, with how to link them.
+
+Where the copy goes (`output_folder`): `<folder>_ddp` beside the project's folder; `-o OUT`
+is the copy itself, or, when OUT ends in `/`, the folder the copy `<folder>_ddp` is
+written into; a file name ending in `.py` is refused, a project is not one file.
 """
 
 from __future__ import annotations
@@ -23,6 +27,29 @@ SKIP_DIRS = frozenset({".git", ".hg", ".svn", "__pycache__", ".mypy_cache", ".py
                        ".idea", ".vscode", ".eggs"})
 BIG_FILE = 16 << 20
 BIG_DATA_DIR = 64 << 20
+
+
+def default_folder(root: Path, target: str) -> Path:
+    """`<folder>_ddp` beside the project's folder, as the user would write it."""
+    return Path(os.path.relpath(root.parent / f"{root.name}_{target}"))
+
+
+def output_folder(output: str | None, root: Path, target: str, entry: str) -> Path:
+    """The folder a converted project is written to (see the module's docstring);
+    InputError for `-o -` and for a file name ending in `.py`."""
+    if output is None:
+        return default_folder(root, target)
+    if output == "-" or output.endswith(".py"):
+        what = "stdout" if output == "-" else output
+        raise InputError(f"{entry} imports modules of its folder: a project converts to a "
+                         f"folder (a copy of {root.name}/), not to one file like {what}",
+                         f"give -o DIR or -o DIR/ (the copy goes inside it), or leave -o "
+                         f"out: {default_folder(root, target)}")
+    if output.endswith(("/", os.sep)):
+        if Path(output).exists() and not Path(output).is_dir():
+            raise InputError(f"{output}: not a folder", "give -o a folder")
+        return Path(output) / f"{root.name}_{target}"
+    return Path(output)
 
 
 @dataclass

@@ -1,7 +1,10 @@
 """distrun's parts depend on each other one way only: `config` on `launch` (its exports
 build launch commands), both on `launch_rules`, and `launch_rules` on nothing of
 distrun's, nor on yaml or torch. Read from the source (every import, also those inside
-functions), and checked once for real in fresh interpreters with the other side blocked."""
+functions), and checked once for real in fresh interpreters with the other side blocked.
+
+Module by module, no import cycle either: no module imports, directly or through others,
+a module that imports it back (a package's `__init__` is a module of its own)."""
 
 from __future__ import annotations
 
@@ -72,6 +75,69 @@ def cycle(graph: dict[str, set[str]]) -> list[str] | None:
         if start not in state and (found := visit(start, [start])):
             return found
     return None
+
+
+def module_graph() -> dict[str, set[str]]:
+    """distrun module -> the distrun modules it imports (every import statement, also
+    those inside functions; `from a import b` is an import of a.b when b is a module)."""
+    files = {_module_name(path): path for path in PACKAGE.rglob("*.py")}
+
+    def resolve(name: str) -> str | None:  # the module a dotted name lives in
+        while name and name not in files:
+            name = name.rpartition(".")[0]
+        return name or None
+
+    graph: dict[str, set[str]] = {}
+    for module, path in files.items():
+        package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+        found: set[str | None] = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                found.update(resolve(alias.name) for alias in node.names)
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    parts = package.split(".")
+                    base = ".".join(parts[:len(parts) - node.level + 1] + ([base] if base else []))
+                found.update(f"{base}.{a.name}" if f"{base}.{a.name}" in files else resolve(base)
+                             for a in node.names)
+        graph[module] = {m for m in found if m is not None and m != module}
+    return graph
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def cycles(graph: dict[str, set[str]], limit: int = 1000) -> list[tuple[str, ...]]:
+    """Every elementary cycle of the graph (up to `limit`), each once, starting at its
+    smallest module: ("a", "b") is a -> b -> a."""
+    found: list[tuple[str, ...]] = []
+
+    def walk(start: str, path: list[str]) -> None:
+        for nxt in sorted(graph.get(path[-1], ())):
+            if len(found) >= limit:
+                return
+            if nxt == start:
+                found.append(tuple(path))
+            elif nxt > start and nxt not in path:
+                walk(start, [*path, nxt])
+
+    for start in sorted(graph):
+        walk(start, [start])
+    return found
+
+
+def test_no_module_of_distrun_imports_itself_back() -> None:
+    found = cycles(module_graph())
+    shown = "\n".join(f"  {' -> '.join([*c, c[0]])}" for c in found)
+    assert not found, f"{len(found)} import cycle(s):\n{shown}"
+
+
+def test_the_cycle_finder_finds_every_cycle() -> None:
+    graph = {"a": {"b"}, "b": {"a", "c"}, "c": {"a", "d"}, "d": {"d", "c"}, "e": {"a"}}
+    assert cycles(graph) == [("a", "b"), ("a", "b", "c"), ("c", "d"), ("d",)]
 
 
 def test_the_parts_of_distrun_import_each_other_one_way_only() -> None:

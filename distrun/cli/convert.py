@@ -1,18 +1,19 @@
-"""`distrun convert`: parse options, call the converter, write files, render the report."""
+"""`distrun convert`: the command line read into a `ConvertRequest`, the core's outcome
+written and shown, for a script, a project and a notebook alike."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
 from distrun.cli.term import want_json
 from distrun.convert.options import OPTIONS
-from distrun.errors import EXIT_FOUND_WORK, EXIT_NOT_CONVERTED, EXIT_OK, InputError
+from distrun.errors import InputError
 
 if TYPE_CHECKING:
-    from distrun.convert.report import ConvertResult
+    from distrun.convert.request import ConvertOutcome, OutputMode
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -34,12 +35,15 @@ def convert_options(command: F) -> F:
     return command
 
 
-
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
 @click.argument("script", type=click.Path(dir_okay=True, path_type=str))
 @click.option("-o", "--output", "output", metavar="OUT",
-              help="Write the result to OUT ('-': stdout). Default: <stem>_ddp.py beside "
-              "SCRIPT; for a project, the folder <folder>_ddp beside its folder.")
+              help="Write the result to OUT ('-': stdout); missing folders are made. OUT "
+              "ending in / (for a script or a notebook, also an existing folder) is a "
+              "folder to write into: OUT/<stem>_ddp.py, for a project the copy "
+              "OUT/<folder>_ddp. A project's OUT without / is the copy itself, never a "
+              ".py file. Default: <stem>_ddp.py beside SCRIPT; for a project, the folder "
+              "<folder>_ddp beside its folder.")
 @click.option("--in-place", is_flag=True,
               help="Rewrite SCRIPT (and the project's changed modules) itself; the "
               "originals are kept as FILE.orig.")
@@ -81,13 +85,37 @@ def convert(script: str, output: str | None, in_place: bool, no_backup: bool, sh
       distrun convert train.py --in-place      # train.py rewritten, train.py.orig kept
       distrun convert train.py --check         # for CI / pre-commit
     """
-    from pathlib import Path
+    from distrun.convert.request import (
+        ConvertRequest,
+        convert_request,
+        detect_input,
+        write_outcome,
+    )
+    from distrun.convert.targets import options_from
 
-    from distrun.cli import render, term
-    from distrun.convert import convert_source
-    from distrun.convert.project import find_modules
-    from distrun.files import default_output, read_script, same_file, write_atomic
+    mode = _mode(output, in_place, no_backup, show_diff, check)
+    try:
+        options = options_from(chosen)
+    except ValueError as err:
+        raise InputError(str(err), "add the --to it applies to, or leave the option "
+                         "out") from None
+    _exists(script)
+    kind = detect_input(script, root)
+    if mode == "file" and kind == "project":
+        mode = "folder"
+    request = ConvertRequest(script, kind, mode, output=None if output == "-" else output,
+                             force=force, backup=not no_backup, root=root,
+                             report_format="json" if report_format == "json" else "text",
+                             options=options)
+    outcome = convert_request(request)
+    left_out = write_outcome(outcome)
+    return show(outcome, left_out)
 
+
+def _mode(output: str | None, in_place: bool, no_backup: bool, show_diff: bool,
+          check: bool) -> OutputMode:
+    """The output mode the flags ask for ("file" for a result written to a file or a
+    folder); InputError for flags that do not go together."""
     modes = [m for m, on in (("-o", output is not None), ("--in-place", in_place),
                              ("--diff", show_diff), ("--check", check)) if on]
     if len(modes) > 1:
@@ -95,59 +123,13 @@ def convert(script: str, output: str | None, in_place: bool, no_backup: bool, sh
                          "choose one of -o OUT, --in-place, --diff, --check")
     if no_backup and not in_place:
         raise InputError("--no-backup only makes sense with --in-place")
-
-    from distrun.convert.targets import options_from
-
-    try:
-        options = options_from(chosen)
-    except ValueError as err:
-        raise InputError(str(err), "add the --to it applies to, or leave the option "
-                         "out") from None
-    _exists(script)
-    if script.endswith(".ipynb"):
-        from distrun.cli.convert_notebook import convert_notebook_command
-
-        return convert_notebook_command(script, output, in_place, show_diff, check, force,
-                                        report_format, options)
-    if output not in (None, "-") and same_file(output, script):
-        raise InputError(f"{output} is the script itself: refusing to overwrite it",
-                         "use --in-place to rewrite it (a .orig backup is kept)")
-    source = read_script(script)
-    if source.is_empty:
-        raise InputError(f"{script}: empty file (no Python code in it): nothing to convert",
-                         "check that this is the script you meant: it holds no code")
-    top = Path(root) if root is not None else None
-    if len(find_modules(Path(script), top)) > 1:
-        from distrun.cli.convert_project import convert_project_command
-
-        return convert_project_command(script, output, in_place, no_backup, show_diff, check,
-                                       force, report_format, options, root)
-    result = convert_source(source.text, script, options)
-    written: str | None = None
-    target_file: str | None = None
-    report_to_stderr = output == "-" or show_diff
-
-    if check or show_diff:
-        pass
-    elif output == "-":
-        click.echo(result.output, nl=False)  # unchanged scripts too: `-o - > x.py` works
-    elif result.status == "unsupported":
-        pass  # the reason is in the report; a copy of the script would only mislead
-    elif result.changed or output is not None:  # an explicit OUT always holds the result
-        target_file = script if in_place else (output or default_output(script, options.target))
-        beside = write_beside(result.files, target_file, force or in_place, check_only=True)
-        write_atomic(target_file, source.encode(result.output), like=script,
-                     backup=(in_place and not no_backup) or force, force=force or in_place)
-        write_beside(result.files, target_file, force or in_place)
-        written = target_file + "".join(f" (and {name})" for name in beside)
-
+    if check:
+        return "check"
     if show_diff:
-        term.echo_diff(render.unified_diff(result.source, result.output, script))
-    code = show_report(result, script, written, report_format, report_to_stderr, check)
-    if target_file is not None and report_format == "text" and result.status == "converted":
-        for line in render.next_steps(result, target_file, options.target, _gpus()):
-            click.echo(line)
-    return code
+        return "diff"
+    if in_place:
+        return "in-place"
+    return "stdout" if output == "-" else "file"
 
 
 def _exists(script: str) -> None:
@@ -171,41 +153,52 @@ def _gpus() -> int:
     return gpu_count()
 
 
-def write_beside(files: Mapping[str, str], output: str, force: bool,
-                 check_only: bool = False) -> list[str]:
-    """Write the files a conversion makes besides the script (ds_config.json) into the
-    output's folder; an existing different one is replaced only with `force`, and kept as
-    FILE.orig. `check_only`: raise if one may not be written, write nothing. The paths."""
-    from pathlib import Path
-
-    from distrun.files import needs_writing, write_atomic
-
-    paths = []
-    for name, text in files.items():
-        path = str(Path(output).parent / name)
-        data = text.encode()
-        if check_only:
-            needs_writing(path, data, force)
-        else:
-            write_atomic(path, data, backup=force and Path(path).exists(), force=force)
-        paths.append(path)
-    return paths
-
-
-def show_report(result: ConvertResult, script: str, written: str | None, report_format: str,
-                to_stderr: bool, check: bool,
-                cells: Mapping[int, tuple[int, int]] | None = None) -> int:
-    """Print the report (text or JSON, on stderr when stdout holds a script or a diff);
-    the exit code: 1 under --check when there is work to do."""
+def show(outcome: ConvertOutcome, left_out: list[tuple[str, int]]) -> int:
+    """Print the outcome of any input: the script (stdout mode) or the diff on stdout,
+    then the report (text or JSON; on stderr when stdout holds the script or the diff)
+    and, after a conversion written to a file, how to launch it. The exit code."""
     from distrun.cli import render, term
 
-    if report_format == "json":
-        click.echo(render.report_json(result, script, written), err=to_stderr)
+    request, result = outcome.request, outcome.result
+    err = request.streams
+    if outcome.stdout is not None:
+        click.echo(outcome.stdout, nl=False)
+    if request.mode == "diff":
+        term.echo_diff(_diff(outcome))
+    if outcome.project is not None:
+        project, shown = outcome.project, outcome.project.shown
+        if request.report_format == "json":
+            click.echo(render.project_json(project, shown, outcome.written, left_out), err=err)
+        else:
+            _echo_report(render.project_report_text(project, shown), err)
+            for line in render.left_out_lines(left_out, project.root, outcome.written):
+                click.echo(line, err=err)
+            click.echo(render.project_summary(project, shown, outcome.written), err=err)
+    elif request.report_format == "json":
+        click.echo(render.report_json(result, request.source, outcome.written), err=err)
     else:
-        text = render.report_text(result, script, cells=cells)
-        if text:
-            term.echo_report(text, err=to_stderr)
-        click.echo(render.summary(result, script, written), err=to_stderr)
-    if result.status == "unsupported":
-        return EXIT_NOT_CONVERTED
-    return EXIT_FOUND_WORK if check and result.changed else EXIT_OK
+        _echo_report(render.report_text(result, request.source, cells=outcome.cells), err)
+        click.echo(render.summary(result, request.source, outcome.written), err=err)
+    if outcome.launch is not None and request.report_format == "text":
+        for line in render.next_steps(result, outcome.launch, request.options.target,
+                                      _gpus()):
+            click.echo(line)
+    return outcome.exit_code
+
+
+def _diff(outcome: ConvertOutcome) -> str:
+    from distrun.cli import render
+
+    if outcome.project is not None:
+        return render.project_diff(outcome.project, outcome.project.shown)
+    name = outcome.request.source
+    if outcome.cells is not None:
+        name += " (code cells)"
+    return render.unified_diff(outcome.result.source, outcome.result.output, name)
+
+
+def _echo_report(text: str, err: bool) -> None:
+    from distrun.cli import term
+
+    if text:
+        term.echo_report(text, err=err)

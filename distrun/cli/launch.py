@@ -83,7 +83,7 @@ Examples:
   distrun launch --nnodes 2 --rdzv-endpoint 10.0.0.1:{DEFAULT_RDZV_PORT} train_ddp.py  # every node
 \b
 --check runs the workers instrumented and names what is wrong with the
-distributed script (rule ids: see the README), as soon as the ranks show it:
+distributed script (rule ids: see docs/check.md), as soon as the ranks show it:
   distrun launch --check --check-steps 5 --nproc-per-node 2 train_ddp.py
 \b
 Exit codes: 0 success; 1 a rank failed; 2 bad input (nothing started);

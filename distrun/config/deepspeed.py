@@ -22,7 +22,7 @@ from collections.abc import Iterator
 
 from distrun.config import jsonc
 from distrun.config.jsonc import Member, Node, Parsed, plain
-from distrun.config.load import Config, Problem, read
+from distrun.config.records import Config, Problem, read
 
 # top-level keys whose section DeepSpeed reads through a pydantic model that drops "auto"
 _DROPS_AUTO = {"fp16": "its default, false", "bf16": "its default, false",

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from distrun.config import deepspeed
-from distrun.config.load import Config
+from distrun.config.records import Config
 from distrun.config.schema import DEEPSPEED_BUILT
 from distrun.errors import InputError
 from distrun.launch_rules import show

@@ -10,13 +10,13 @@ followed with a budget, so a "billion laughs" file is refused, not expanded.
 from __future__ import annotations
 
 import difflib
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
 import yaml
 
 from distrun import launch_rules as rules
+from distrun.config import deepspeed_job  # it reads DeepSpeed configs with this module
 from distrun.config.nodes import (
     MAX_DEPTH,
     MAX_NODES,
@@ -27,71 +27,19 @@ from distrun.config.nodes import (
     line_of,
     scalar,
 )
-from distrun.config.schema import KEYS, Key, defaults
+from distrun.config.records import MAX_BYTES, Config, Problem, read
+from distrun.config.schema import KEYS, Key
 from distrun.config.values import INVALID, Bad, bad_text, check_entry, check_scalar
-from distrun.errors import InputError
 from distrun.launch_rules import Verdict, clip, show
 
-MAX_BYTES = 1 << 20
 DEFAULT_FILE = "distrun.yaml"
 __all__ = ["MAX_BYTES", "MAX_DEPTH", "MAX_NODES", "Config", "Problem", "load", "node_range",
-           "parse"]
-
-
-@dataclass(frozen=True)
-class Problem:
-    line: int
-    key: str
-    message: str
-    severity: Literal["error", "warning"] = "error"
-
-
-@dataclass
-class Config:
-    path: str
-    values: dict[str, Any] = field(default_factory=dict)  # what the file sets, checked
-    lines: dict[str, int] = field(default_factory=dict)  # "rdzv.endpoint" -> line
-    problems: list[Problem] = field(default_factory=list)
-
-    @property
-    def valid(self) -> bool:
-        return not any(p.severity == "error" for p in self.problems)
-
-    def resolved(self) -> dict[str, Any]:
-        """Every key: the file's value, else its default."""
-        merged = defaults()
-        for name, value in self.values.items():
-            if isinstance(value, dict) and KEYS[name].kind == "section":
-                merged[name].update(value)
-            else:
-                merged[name] = value
-        return merged
+           "parse", "read"]
 
 
 def load(path: str) -> Config:
     text = read(path)
     return parse(text, path) if isinstance(text, str) else Config(path, problems=[text])
-
-
-def read(path: str) -> str | Problem:
-    """A config file's text (bounded), or the problem that makes it no config; a file that
-    cannot be read is exit 2."""
-    p = Path(path)
-    if not p.exists():
-        raise InputError(f"{path}: no such config file",
-                         "create one with `distrun config init`, or give its path")
-    if p.is_dir():
-        raise InputError(f"{path}: is a directory, not a config file")
-    try:
-        data = p.read_bytes()[: MAX_BYTES + 1]
-    except OSError as err:
-        raise InputError(f"{path}: cannot read: {err.strerror}") from None
-    if len(data) > MAX_BYTES:
-        return Problem(1, "", "file larger than 1 MiB: not a config")
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError:
-        return Problem(1, "", "not UTF-8 text")
 
 
 def parse(text: str, path: str = DEFAULT_FILE) -> Config:
@@ -290,8 +238,6 @@ def _cross_checks(config: Config) -> None:
         here = Path(config.path).parent
         if not _exists(Path(script)) and not _exists(here / script):
             add("script", f"script {show(script)} does not exist (yet?)", "warning")
-    from distrun.config import deepspeed_job  # it reads DeepSpeed configs with this module
-
     deepspeed_job.check(config, add)
 
 

@@ -3,6 +3,8 @@
 `convert_source(text)` returns a `ConvertResult`: the new text, every change and
 every finding with its line. `convert_project(entry)` (in `project.py`) converts a
 script together with the local modules it imports. Neither prints, exits or writes.
+`convert_request` (in `request.py`) is the command line's one entry: a script, a project
+or a notebook, and where its result goes.
 """
 
 from __future__ import annotations

@@ -8,6 +8,8 @@
   obj?  / ?obj                          help               ->  `# ` + the line
 
 Each commented line is named (cell and line) so the user can run it by hand.
+`convert_notebook` converts that script and names every line of its report, and of a
+syntax error, by cell and line.
 """
 
 from __future__ import annotations
@@ -15,8 +17,13 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-from distrun.errors import InputError
+from distrun.errors import ConvertError, InputError
+
+if TYPE_CHECKING:
+    from distrun.convert.options import ConvertOptions
+    from distrun.convert.report import ConvertResult
 
 _PYTHON_CELL_MAGICS = frozenset({"time", "timeit", "capture", "prun", "debug", "python",
                                  "python3", "markdown"})
@@ -59,6 +66,35 @@ def script_from_notebook(data: bytes, name: str) -> Script:
         lines.append("")
     script.text = "\n".join(lines).rstrip("\n") + "\n"
     return script
+
+
+def convert_notebook(data: bytes, name: str, options: ConvertOptions
+                     ) -> tuple[Script, ConvertResult]:
+    """The notebook `data` (named `name`) as a script, and that script converted, with a
+    finding for each line commented out. InputError if it is no notebook or has no code;
+    a ConvertError at a line of the script is named by the cell and its line."""
+    from distrun.convert import convert_source
+    from distrun.convert.report import Finding
+
+    notebook = script_from_notebook(data, name)
+    if not notebook.text.strip():
+        raise InputError(f"{name}: no code cells: nothing to convert")
+    try:
+        result = convert_source(notebook.text, name, options)
+    except ConvertError as err:  # named by the cell and its line, not the script's line
+        found = notebook.where.get(err.line) if err.line is not None else None
+        if found is None or err.column is None or err.detail is None:
+            raise
+        raise ConvertError.at(f"{name}:cell {found[0]}", found[1], err.column, err.detail,
+                              err.hint) from None
+    for number, line, what, text in notebook.commented:
+        at = next(k for k, v in notebook.where.items() if v == (number, line))
+        shell = what == "shell command"
+        result.findings.append(Finding(
+            at, "notebook.magic", "warning" if shell else "info", f"{what}, not Python: `{text}` "
+            "commented out" if "kept" not in what else f"{what} (`{text}`)",
+            "run it yourself before launching" if shell else ""))
+    return notebook, result
 
 
 def _after(line: str, depth: int) -> tuple[int, bool]:

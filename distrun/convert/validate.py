@@ -46,18 +46,19 @@ def check_python(source: str, filename: str) -> None:
 
 
 def syntax_error(err: SyntaxError, filename: str) -> ConvertError:
-    where = f"{filename}:{err.lineno or 1}:{err.offset or 1}"
+    line, column = err.lineno or 1, err.offset or 1
     message = err.msg
-    line = err.text or ""
+    text = err.text or ""
     for says, pattern, what in _PYTHON2:
-        if message.startswith(says) and (pattern is None or pattern.search(line)):
-            return ConvertError(
-                f"{where}: not valid Python 3: this looks like Python 2 ({what}): {message}",
+        if message.startswith(says) and (pattern is None or pattern.search(text)):
+            return ConvertError.at(
+                filename, line, column,
+                f"not valid Python 3: this looks like Python 2 ({what}): {message}",
                 "port the script to Python 3 first (print(...), `except E as e:`, ...), "
                 "then convert it")
     if isinstance(err, TabError):
-        return ConvertError(f"{where}: not valid Python: {message}",
-                            "indent each block with tabs only or spaces only (your editor "
-                            "can convert tabs to spaces), then convert again")
-    return ConvertError(f"{where}: not valid Python: {message}",
-                        "fix the syntax error, then convert again")
+        return ConvertError.at(filename, line, column, f"not valid Python: {message}",
+                               "indent each block with tabs only or spaces only (your "
+                               "editor can convert tabs to spaces), then convert again")
+    return ConvertError.at(filename, line, column, f"not valid Python: {message}",
+                           "fix the syntax error, then convert again")

@@ -16,7 +16,7 @@ import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
-from distrun.doctor import CheckResult, Context, installed_version
+from distrun.doctor.check import CheckResult, Context, installed_version
 
 STALE_AFTER = 600  # seconds: a lock older than this is not a build in progress
 _ACCELERATOR = ("from deepspeed.accelerator import get_accelerator; "

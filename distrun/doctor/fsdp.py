@@ -8,7 +8,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 
-from distrun.doctor import CheckResult, Context, installed_version
+from distrun.doctor.check import CheckResult, Context, installed_version
 
 _PROBE = ("import torch\n"
           "from torch.distributed.fsdp import fully_shard\n"

@@ -8,7 +8,7 @@ import ipaddress
 import socket
 from collections.abc import Iterator
 
-from distrun.doctor import CheckResult, Context
+from distrun.doctor.check import CheckResult, Context
 from distrun.launch_rules import DEFAULT_MASTER_PORT
 from distrun.netinfo import interface_for, interfaces
 

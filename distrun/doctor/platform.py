@@ -8,7 +8,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 
-from distrun.doctor import CheckResult, Context, Status
+from distrun.doctor.check import CheckResult, Context, Status
 
 
 def check_python(ctx: Context) -> Iterator[CheckResult]:

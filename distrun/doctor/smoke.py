@@ -10,7 +10,7 @@ import sys
 import time
 from collections.abc import Iterator
 
-from distrun.doctor import CheckResult, Context
+from distrun.doctor.check import CheckResult, Context
 from distrun.doctor.platform import gpu_count
 
 TIMEOUT = 60.0

@@ -10,7 +10,7 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
-from distrun.doctor import CheckResult, Context, installed_version
+from distrun.doctor.check import CheckResult, Context, installed_version
 
 
 def check_torchrun(ctx: Context) -> Iterator[CheckResult]:

@@ -7,7 +7,7 @@ import os
 import resource
 from collections.abc import Iterator
 
-from distrun.doctor import CheckResult, Context
+from distrun.doctor.check import CheckResult, Context
 
 MIN_SHM = 1 << 30
 MIN_FILES = 4096

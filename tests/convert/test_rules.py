@@ -5,7 +5,6 @@ reference page is the registry's."""
 from __future__ import annotations
 
 import ast
-from pathlib import Path
 
 import libcst as cst
 import pytest

@@ -10,7 +10,7 @@ from __future__ import annotations
 import sys
 
 from distrun.errors import LaunchError
-from distrun.launch.backends import job_env, rdzv_conf, target
+from distrun.launch.backends.common import job_env, rdzv_conf, target
 from distrun.launch.spec import Command, LaunchSpec
 
 

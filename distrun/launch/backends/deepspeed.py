@@ -18,7 +18,7 @@ import json
 import sys
 
 from distrun.errors import LaunchError
-from distrun.launch.backends import job_env, target
+from distrun.launch.backends.common import job_env, target
 from distrun.launch.spec import Command, LaunchSpec
 
 
