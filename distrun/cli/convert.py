@@ -180,8 +180,7 @@ def show(outcome: ConvertOutcome, left_out: list[tuple[str, int]]) -> int:
         _echo_report(render.report_text(result, request.source, cells=outcome.cells), err)
         click.echo(render.summary(result, request.source, outcome.written), err=err)
     if outcome.launch is not None and request.report_format == "text":
-        for line in render.next_steps(result, outcome.launch, request.options.target,
-                                      _gpus()):
+        for line in render.next_steps(result, outcome.launch, _gpus()):
             click.echo(line)
     return outcome.exit_code
 

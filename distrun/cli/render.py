@@ -62,12 +62,12 @@ def summary(result: ConvertResult, filename: str, written: str | None) -> str:
     return f"{filename}{where}: {counts}"
 
 
-def next_steps(result: ConvertResult, written: str, target: str, gpus: int) -> list[str]:
+def next_steps(result: ConvertResult, written: str, gpus: int) -> list[str]:
     """After a conversion: the command that launches the new script, and, when each rank
     now reads its share of the data, what that does to the batch (one line each)."""
     import shlex
 
-    launcher = [] if target in ("ddp", "fsdp") else ["--launcher", target]  # fsdp: torchrun
+    launcher = [] if result.launcher == "torchrun" else ["--launcher", result.launcher]
     nproc = "gpu" if gpus else "2"
     where = f"one process per GPU ({gpus} here)" if gpus else "2 processes on this CPU"
     command = shlex.join(["distrun", "launch", "--nproc-per-node", nproc, *launcher, written])

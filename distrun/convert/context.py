@@ -174,6 +174,7 @@ class Target(Protocol):
     name: TargetName
     wrapper: str  # what the report calls the wrapped model
     wrap_call: str  # what the report calls the step that wraps (or shards) it
+    launcher: str  # the `distrun launch --launcher` that runs the converted script
     wraps_model: bool  # False: the model is changed in place (FSDP2), no wrapper object
     adds_autocast: bool  # --amp fp16/bf16 becomes autocast code (not the target's setting)
     loaders_count_epochs: bool  # its sharded loaders reshuffle each pass by themselves

@@ -32,16 +32,16 @@ def run(modules: list[ModuleInfo], options: ConvertOptions) -> list[ConvertResul
     pipeline: tuple[Transform | Stage, ...] = PIPELINE
     if stopped is not None and stopped[0] == "already-distributed" and local_rank_option(facts):
         stopped, pipeline = None, (old_launcher.COMPLETE,)  # written for the old launcher
-    if stopped is not None:
-        return _unchanged(facts, *stopped)
     target = target_for(options)
+    if stopped is not None:
+        return _unchanged(facts, target.launcher, *stopped)
     ctx = Context(facts, Plan(facts), _names(facts), options, target)
     for step in pipeline:
         for transform in target.transforms(step) if isinstance(step, str) else (step,):
             if transform.applies(ctx):
                 transform.run(ctx)
     if ctx.refusal is not None:
-        return _unchanged(facts, "unsupported", *ctx.refusal)
+        return _unchanged(facts, target.launcher, "unsupported", *ctx.refusal)
     results = []
     for info in facts.modules:
         tree = apply(ctx.plan, info)
@@ -52,16 +52,16 @@ def run(modules: list[ModuleInfo], options: ConvertOptions) -> list[ConvertResul
         status: Status = "converted" if output != source or info.is_entry else "nothing-to-do"
         results.append(ConvertResult(source, output, status, report.changes, report.findings,
                                      files=ctx.files if info.is_entry else {},
-                                     batch_note=report.batch_note))
+                                     batch_note=report.batch_note, launcher=target.launcher))
     return results
 
 
-def _unchanged(facts: Facts, why: Status, finding: Finding, where: ModuleInfo
+def _unchanged(facts: Facts, launcher: str, why: Status, finding: Finding, where: ModuleInfo
                ) -> list[ConvertResult]:
     """Every module as it is; `why` and `finding` on `where` (the entry has `why` too)."""
     return [ConvertResult(m.module.code, m.module.code,
                           why if m is where or m.is_entry else "nothing-to-do",
-                          findings=[finding] if m is where else [])
+                          findings=[finding] if m is where else [], launcher=launcher)
             for m in facts.modules]
 
 

@@ -48,6 +48,7 @@ class ConvertResult:
     findings: list[Finding] = field(default_factory=list)
     files: dict[str, str] = field(default_factory=dict)  # name -> text, beside the output
     batch_note: str | None = None  # what sharding the loaders does to the batch, if it does
+    launcher: str = "torchrun"  # the `distrun launch --launcher` that runs the result
 
     @property
     def changed(self) -> bool:

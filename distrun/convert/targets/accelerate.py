@@ -51,6 +51,7 @@ class Accelerate:
     name: TargetName = "accelerate"
     wrapper = "accelerate's DDP object"
     wrap_call = "`accelerator.prepare`"
+    launcher = "accelerate"
     wraps_model = True
     adds_autocast = False  # --amp is the Accelerator's mixed_precision
     loaders_count_epochs = True  # prepared loaders reshuffle each pass themselves

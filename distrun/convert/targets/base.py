@@ -35,6 +35,7 @@ class TorchDistributed:
     name: TargetName = "ddp"
     wrapper = "DistributedDataParallel object"
     wrap_call = "the DDP wrap"
+    launcher = "torchrun"
     wraps_model = True
     adds_autocast = True
     loaders_count_epochs = False

@@ -62,6 +62,7 @@ class DeepSpeed(TorchDistributed):
     name: TargetName = "deepspeed"
     wrapper = "DeepSpeed engine"
     wrap_call = "`deepspeed.initialize`"
+    launcher = "deepspeed"
 
     def check_options(self, options: ConvertOptions, given: Mapping[str, Any]) -> None:
         if options.zero == 3 and options.eval_shard:
