@@ -10,9 +10,10 @@ from dataclasses import dataclass
 import libcst as cst
 
 from distrun.convert.analysis import dotted
-from distrun.convert.build import expression, statement, with_block
+from distrun.convert.build import expression, statement, statements, with_block
 from distrun.convert.context import Context
-from distrun.convert.idioms import method_name, receiver, statement_assigns
+from distrun.convert.idioms import is_optimizer, method_name, receiver, statement_assigns
+from distrun.convert.transforms.setup import runs_nothing
 
 FP16_ON = "torch.cuda.is_available()"  # fp16 needs CUDA: off on CPU, so scripts still run
 
@@ -89,3 +90,25 @@ def initialized_models(ctx: Context) -> set[str]:
             if (code := dotted(first)) is not None:
                 names.add(code)
     return names
+
+
+def place_scaler(ctx: Context, scaler: str, sites: list[cst.CSTNode]) -> cst.CSTNode | None:
+    """Create the GradScaler `scaler` where every site that uses it (a scaled backward,
+    a step) can read it: after the optimizer when they all run in its scope; else with
+    the set-up block when they are all in the entry script (which sets up); else at the
+    top level of each module that uses it (cheap at import, no process group needed).
+    The optimizer's statement, if there is one (where the report says it)."""
+    facts, plan = ctx.facts, ctx.plan
+    create = f'{scaler} = torch.amp.GradScaler("cuda", enabled={FP16_ON})\n'
+    anchor = next((facts.statement(c) for c in facts.calls if is_optimizer(facts, c)), None)
+    scopes = {facts.scope(site) for site in sites}
+    modules = {facts.module_of(site).name: site for site in sites}
+    if anchor is not None and scopes == {facts.scope(anchor)}:
+        plan.insert_after(anchor, statements(create))
+    elif set(modules) == {facts.entry.name} and not runs_nothing(facts.entry.module):
+        ctx.setup_lines.append(create)
+    else:
+        for site in modules.values():
+            ctx.need("torch", at=site)
+            ctx.define_helper(scaler, site, create)
+    return anchor

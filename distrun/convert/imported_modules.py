@@ -58,7 +58,7 @@ def complete(ctx: Context, info: ModuleInfo, tree: cst.Module) -> cst.Module:
     helpers = ctx.helper_lines(info)
     if helpers:
         lines.append(helpers)
-        used |= {n.dist, n.sampler, "torch"}
+        used |= {node.value for node in _names(cst.parse_module(helpers))}
     needed = {key for key in IMPORTS if bound_name(key, n) in used}
     if lines:
         needed |= {"os", "torch"} | own_imports

@@ -22,6 +22,10 @@ _MODULES = {
 }
 
 
+_FIXED = ("local_rank", "rank", "world_size", "device", "dist", "ddp", "sampler", "gc", "os",
+          "contextlib", "accelerator", "rank0_value", "shard_loader", "auto_epoch")
+
+
 @dataclass
 class Names:
     local_rank: str = "LOCAL_RANK"
@@ -39,13 +43,12 @@ class Names:
     shard_loader: str = "shard_loader"
     auto_epoch: str = "AutoEpochSampler"
     taken: set[str] = field(default_factory=set, repr=False)
+    made: list[str] = field(default_factory=list, repr=False)  # what `fresh` returned
 
     @classmethod
     def avoiding(cls, bound: Iterable[str], imports: Mapping[str, str]) -> Names:
         chosen = cls(taken=set(bound))
-        for attr in ("local_rank", "rank", "world_size", "device", "dist", "ddp", "sampler",
-                     "gc", "os", "contextlib", "accelerator", "rank0_value", "shard_loader",
-                     "auto_epoch"):
+        for attr in _FIXED:
             name = getattr(chosen, attr)
             # An existing import of exactly what we need is reused; anything else bound
             # under that name makes us pick another.
@@ -64,4 +67,9 @@ class Names:
         while name in self.taken:
             name = f"{name}_"
         self.taken.add(name)
+        self.made.append(name)
         return name
+
+    def introduced(self) -> set[str]:
+        """Every name a converted script may define that the original did not."""
+        return {*(getattr(self, attr) for attr in _FIXED), *self.made}

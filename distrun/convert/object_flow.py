@@ -24,6 +24,7 @@ from distrun.convert.analysis import Facts, dotted, positional
 from distrun.convert.idioms import DATA_PARALLEL, method_name
 
 RETURN = "<return>"
+_CONSTANTS = frozenset({"None", "True", "False", "NotImplemented", "Ellipsis"})
 # Methods of nn.Module that return the module itself.
 _SAME_OBJECT = frozenset({"to", "cuda", "cpu", "float", "double", "half", "bfloat16", "train",
                           "eval", "requires_grad_", "share_memory", "type", "xpu", "mps"})
@@ -66,8 +67,8 @@ class Flow:
     def place_of(self, expr: cst.CSTNode) -> Place | None:
         """The place a name or attribute chain (`model`, `self.net`, `t.model`) reads."""
         code = dotted(expr) if isinstance(expr, cst.BaseExpression) else None
-        if code is None:
-            return None
+        if code is None or code in _CONSTANTS:
+            return None  # `self.model = None` and `self.loss = None` hold no common object
         head, dot, rest = code.partition(".")
         func = self.facts.function(expr)
         if func is not None and head == _self_name(self.facts, func):
@@ -101,6 +102,14 @@ class Flow:
     def bindings(self, place: Place) -> list[cst.BaseExpression]:
         """The assignment targets that set exactly this place."""
         return self._bindings.get(place, [])
+
+    def placeholder(self, target: cst.BaseExpression) -> bool:
+        """Does this assignment target get a value no model can be (`self.model = None`
+        in `__init__`, a number, a string), a placeholder until the model is built?"""
+        assign = self.facts.parent.get(self.facts.parent.get(target, target))
+        value = assign.value if isinstance(assign, (cst.Assign, cst.AnnAssign)) else None
+        return isinstance(value, (cst.BaseNumber, cst.BaseString)) or (
+            isinstance(value, cst.Name) and value.value in _CONSTANTS)
 
     def call_sites(self, func: cst.FunctionDef) -> list[tuple[cst.Call, bool]]:
         """Every call of `func` in the project, also as a method of an instance."""

@@ -14,6 +14,7 @@ from distrun.convert import imported_modules
 from distrun.convert.analysis import Facts, ModuleInfo
 from distrun.convert.apply import apply
 from distrun.convert.context import Context, Stage, Transform
+from distrun.convert.defined import undefined_uses
 from distrun.convert.edits import Plan
 from distrun.convert.idioms import DATALOADER, is_backward, is_optimizer
 from distrun.convert.names import Names
@@ -53,7 +54,29 @@ def run(modules: list[ModuleInfo], options: ConvertOptions) -> list[ConvertResul
         results.append(ConvertResult(source, output, status, report.changes, report.findings,
                                      files=ctx.files if info.is_entry else {},
                                      batch_note=report.batch_note, launcher=target.launcher))
+        broken = _undefined(facts, info, output, ctx.names.introduced()) \
+            if output != source else None
+        if broken is not None:
+            return _unchanged(facts, target.launcher, "unsupported", broken, info)
     return results
+
+
+def _undefined(facts: Facts, info: ModuleInfo, output: str, names: set[str]
+               ) -> Finding | None:
+    """An error when the converted text of `info` reads a name the conversion introduced
+    that no earlier line defines (a converter bug: nothing is written)."""
+    uses = undefined_uses(output, names)
+    if not uses:
+        return None
+    use = uses[0]
+    where = f"in `{use.function}()`" if use.function else "at the top level"
+    defined = info.functions.get(use.function) if use.function else None
+    return Finding(
+        facts.line(defined) if defined is not None else 1, "verify.undefined_name", "error",
+        f"the converted script would read `{use.name}` {where} (its line {use.line}) where "
+        "no line before defines it: every rank would stop with a NameError, so nothing was "
+        "written", "this is a distrun bug: please report it with the script; convert that "
+        "part by hand meanwhile")
 
 
 def _unchanged(facts: Facts, launcher: str, why: Status, finding: Finding, where: ModuleInfo

@@ -4,7 +4,8 @@ report carries, and what the rule does.
 An id is `<family>.<rule>`. The family is the transform module that applies the rule
 (`transforms/<family>.py`, its fixtures in tests/convert/fixtures/<family>/), or the
 target whose vocabulary it is (`targets/<family>.py`), or `detect` (the gates that leave
-a script unchanged) and `notebook` (a notebook's cells). `Plan.change` and
+a script unchanged), `verify` (checks of the converted text) and `notebook` (a
+notebook's cells). `Plan.change` and
 `Plan.finding` refuse an id that is not here; a test fails on an id used in the code and
 not registered, registered and never used, or registered twice. `docs/rules.md` is
 generated from this table (`python -m distrun.convert.rules > docs/rules.md`).
@@ -180,6 +181,8 @@ _RULES: tuple[tuple[str, str], ...] = (
     ("old_launcher.no_set_epoch", "A script for the old launcher never calls "
      "set_epoch."),
     ("notebook.magic", "A notebook's shell command or magic is commented out."),
+    ("verify.undefined_name", "The converted text would read a name it introduced before "
+     "any line defines it (a converter bug): nothing is written."),
     # -- targets ------------------------------------------------------------------
     ("accelerate.prepare", "The model, its optimizer and the loaders built before go "
      "through `accelerator.prepare`."),

@@ -18,7 +18,8 @@ from tests.conftest import ROOT
 PACKAGE = ROOT / "distrun"
 FIXTURES = ROOT / "tests" / "convert" / "fixtures"
 NOT_TRANSFORMS = {"detect": "the gates of pipeline.py (transforms/detect.py)",
-                  "notebook": "a notebook's cells (cli)"}
+                  "notebook": "a notebook's cells (convert/notebook.py)",
+                  "verify": "checks of the converted text (convert/defined.py)"}
 REPORTERS = {"change": 1, "finding": 1, "Finding": 1, "Change": 1, "refuse": 1}
 
 

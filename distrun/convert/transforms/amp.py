@@ -19,10 +19,10 @@ from __future__ import annotations
 import libcst as cst
 
 from distrun.convert.analysis import dotted
-from distrun.convert.autocast import FP16_ON, Mixed, autocast_forward, scaled_steps
-from distrun.convert.build import code_of, constant, expression, statement
+from distrun.convert.autocast import FP16_ON, Mixed, autocast_forward, place_scaler, scaled_steps
+from distrun.convert.build import code_of, constant, expression
 from distrun.convert.context import Context, Transform
-from distrun.convert.idioms import is_backward, is_optimizer, is_optimizer_step, receiver
+from distrun.convert.idioms import is_backward, is_optimizer_step, receiver
 from distrun.convert.transforms.apex import migrate_apex
 
 _DEPRECATED = {
@@ -80,7 +80,7 @@ def _add_amp(ctx: Context, amp: str) -> None:
     enabled = FP16_ON if amp == "fp16" else "True"
     mixed = Mixed(dtype, device, enabled, scaler)
     done = False
-    backward_scopes = set()
+    sites: list[cst.CSTNode] = []
     for call in facts.calls:
         if not is_backward(call):
             continue
@@ -89,7 +89,7 @@ def _add_amp(ctx: Context, amp: str) -> None:
         if loss is None or not isinstance(stmt, cst.SimpleStatementLine):
             continue
         autocast_forward(ctx, stmt, loss, mixed)
-        backward_scopes.add(id(facts.scope(stmt)))
+        sites.append(stmt)
         if scaler is not None:
             assert isinstance(call.func, cst.Attribute)
             plan.rewrite(call.func.value, lambda n: expression(f"{scaler}.scale({code_of(n)})"))
@@ -98,12 +98,7 @@ def _add_amp(ctx: Context, amp: str) -> None:
                 scaled_steps(ctx, stmt, optimizer, scaler)
         done = True
     if scaler is not None and done:
-        create = f'{scaler} = torch.amp.GradScaler("cuda", enabled={FP16_ON})\n'
-        anchor = next((facts.statement(c) for c in facts.calls if is_optimizer(facts, c)), None)
-        if anchor is not None and backward_scopes == {id(facts.scope(anchor))}:
-            plan.insert_after(anchor, [statement(create)])
-        else:  # the steps run in other functions: one scaler for the whole script
-            ctx.setup_lines.append(create)
+        anchor = place_scaler(ctx, scaler, sites)
         plan.change(anchor or facts.entry.module, "amp.grad_scaler",
                     f"`{scaler} = torch.amp.GradScaler(\"cuda\")` for fp16 (enabled with "
                     "CUDA only)")

@@ -20,10 +20,9 @@ from __future__ import annotations
 import libcst as cst
 
 from distrun.convert.analysis import dotted, keyword, positional, string_value
-from distrun.convert.autocast import FP16_ON, Mixed, autocast_forward, scaled_steps
+from distrun.convert.autocast import FP16_ON, Mixed, autocast_forward, place_scaler, scaled_steps
 from distrun.convert.build import code_of, constant, expression, keep_leading_lines, statements
 from distrun.convert.context import Context
-from distrun.convert.idioms import is_optimizer
 
 
 def migrate_apex(ctx: Context) -> bool:
@@ -99,14 +98,8 @@ def _create_scaler(ctx: Context, scaler: str, scale_withs: list[cst.Call]) -> No
     """No `amp.initialize` here (another module initialised apex): the GradScaler that
     replaces it is created after the optimizer when the loss is scaled in its scope, else
     with the setup block."""
-    facts, plan = ctx.facts, ctx.plan
-    create = f'{scaler} = torch.amp.GradScaler("cuda", enabled={FP16_ON})\n'
-    anchor = next((facts.statement(c) for c in facts.calls if is_optimizer(facts, c)), None)
-    if anchor is not None and {id(facts.scope(c)) for c in scale_withs} == {
-            id(facts.scope(anchor))}:
-        plan.insert_after(anchor, statements(create))
-    else:
-        ctx.setup_lines.append(create)
+    plan = ctx.plan
+    place_scaler(ctx, scaler, list(scale_withs))
     plan.finding(scale_withs[0], "amp.apex_scale_loss_alone",
                  "apex `amp.scale_loss` without `amp.initialize` in "
                  f"this script: `{scaler} = torch.amp.GradScaler(\"cuda\")` was created for "

@@ -157,7 +157,8 @@ def _create(ctx: Context, model: Model, home: Home, ddp: str, sites: list[cst.CS
 
 def _binding_blocks(ctx: Context, home: Home) -> Iterator[tuple[list[cst.BaseStatement], Place]]:
     """The blocks whose statements set the home: a function's or module's body, or each
-    method of the class family that sets `self.<name>`."""
+    method of the class family that sets `self.<name>` to something that may be a model
+    (not `self.model = None` in `__init__`, a placeholder until `build_model()` runs)."""
     facts, flow = ctx.facts, ctx.flow
     if home.kind == "name":
         body = home.scope.body.body if isinstance(home.scope, cst.FunctionDef) \
@@ -167,7 +168,8 @@ def _binding_blocks(ctx: Context, home: Home) -> Iterator[tuple[list[cst.BaseSta
     place = Place(home.scope, f"self.{home.name}")
     methods = []
     for node in facts.attributes:
-        if isinstance(facts.parent.get(node), cst.AssignTarget) and flow.place_of(node) == place:
+        if isinstance(facts.parent.get(node), cst.AssignTarget) and flow.place_of(node) == place \
+                and not flow.placeholder(node):
             method = facts.function(node)
             if method is not None and method not in methods:
                 methods.append(method)
@@ -215,8 +217,10 @@ def _inner_block(stmt: cst.CSTNode) -> list[cst.BaseStatement]:
 
 
 def _binds(ctx: Context, stmt: cst.CSTNode, place: Place) -> bool:
-    """Does `stmt` assign the place (`model = ...`, `self.model = ...`) anywhere in it?"""
-    return any(ctx.facts.inside(target, stmt) for target in ctx.flow.bindings(place))
+    """Does `stmt` assign the place (`model = ...`, `self.model = ...`) anywhere in it, with
+    something that may be a model (not a placeholder such as `model = None`)?"""
+    return any(ctx.facts.inside(target, stmt) and not ctx.flow.placeholder(target)
+               for target in ctx.flow.bindings(place))
 
 
 def _reaches(facts: Facts, ctx: Context, stmt: cst.CSTNode, sites: list[cst.CSTNode],
