@@ -33,6 +33,7 @@ from distrun.convert.idioms import (
 )
 from distrun.convert.transforms.epochs import place_set_epoch, set_epoch_on_new_iterators
 from distrun.convert.transforms.rebuild import draw_per_rank, rebuild_unseen_loaders
+from distrun.convert.transforms.splits import same_splits
 
 _LOADER_PARAMS = [
     "dataset", "batch_size", "shuffle", "sampler", "batch_sampler", "num_workers",
@@ -44,6 +45,7 @@ _TRAIN_NAME = re.compile(r"train", re.IGNORECASE)
 
 def plan_data(ctx: Context) -> None:
     facts, plan = ctx.facts, ctx.plan
+    same_splits(ctx)
     loaders = [c for c in facts.calls if facts.call_name(c) in DATALOADER]
     loops = train_loops(facts)
     train_names: set[str] = set()
