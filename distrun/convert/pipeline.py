@@ -21,9 +21,10 @@ from distrun.convert.names import Names
 from distrun.convert.options import ConvertOptions
 from distrun.convert.report import ConvertResult, Finding, Status
 from distrun.convert.targets import target_for
-from distrun.convert.transforms import PIPELINE, old_launcher
+from distrun.convert.transforms import PIPELINE, old_launcher, spawned
 from distrun.convert.transforms.detect import already_distributed, spawns_processes
 from distrun.convert.transforms.old_launcher import local_rank_option
+from distrun.convert.transforms.spawned import spawned_worker
 
 
 def run(modules: list[ModuleInfo], options: ConvertOptions) -> list[ConvertResult]:
@@ -31,8 +32,11 @@ def run(modules: list[ModuleInfo], options: ConvertOptions) -> list[ConvertResul
     facts = Facts.build(modules)
     stopped = _gate(facts)
     pipeline: tuple[Transform | Stage, ...] = PIPELINE
-    if stopped is not None and stopped[0] == "already-distributed" and local_rank_option(facts):
-        stopped, pipeline = None, (old_launcher.COMPLETE,)  # written for the old launcher
+    if stopped is not None and stopped[0] == "already-distributed":
+        if spawned_worker(facts) is not None:  # mp.spawn: for a launcher
+            stopped, pipeline = None, (spawned.COMPLETE,)
+        elif local_rank_option(facts):  # written for the old launcher
+            stopped, pipeline = None, (old_launcher.COMPLETE,)
     target = target_for(options)
     if stopped is not None:
         return _unchanged(facts, target.launcher, *stopped)

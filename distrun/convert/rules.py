@@ -42,6 +42,12 @@ _RULES: tuple[tuple[str, str], ...] = (
     ("device.compare", "A test of the device against 'cuda' keeps working now that the "
      "device is 'cuda:N'."),
     ("device.gpu_index", "A GPU index set to 0 becomes the local rank."),
+    ("device.backend", "In a script already distributed: NCCL only where there is CUDA, gloo "
+     "on the CPU."),
+    ("device.group_from_launcher", "In a script already distributed: a process group "
+     "that depended on the GPU count depends on the launcher's process count."),
+    ("device.local_device", "In a script already distributed: the rank's device uses become "
+     "the local rank's GPU, or the CPU without one."),
     # -- data ---------------------------------------------------------------------
     ("data.sampler", "A training DataLoader gets a DistributedSampler (its shuffle moved "
      "there): each rank reads its share."),
@@ -182,6 +188,12 @@ _RULES: tuple[tuple[str, str], ...] = (
      "DistributedSampler."),
     ("old_launcher.no_set_epoch", "A script for the old launcher never calls "
      "set_epoch."),
+    ("spawned.one_worker_per_process", "mp.spawn(worker, ...) becomes one call of the "
+     "worker per process, with its rank and the job's size from the launcher."),
+    ("spawned.launcher_rendezvous", "MASTER_ADDR/MASTER_PORT written in the script give "
+     "way to the launcher's."),
+    ("spawned.not_a_statement", "An mp.spawn call that is not a statement of its own is "
+     "left unconverted."),
     ("notebook.magic", "A notebook's shell command or magic is commented out."),
     ("verify.undefined_name", "The converted text would read a name it introduced before "
      "any line defines it (a converter bug): nothing is written."),

@@ -18,7 +18,7 @@ _DISTRIBUTED_PREFIXES = (
     "torch.utils.data.DistributedSampler",
     "accelerate.", "deepspeed.", "horovod.", "lightning.", "pytorch_lightning.",
 )
-_SPAWN = frozenset({
+SPAWN = frozenset({
     "torch.multiprocessing.spawn", "torch.multiprocessing.start_processes",
     "torch.multiprocessing.Process", "multiprocessing.Process",
 })
@@ -35,6 +35,6 @@ def already_distributed(facts: Facts) -> cst.Call | None:
 
 def spawns_processes(facts: Facts) -> cst.Call | None:
     for call in facts.calls:
-        if facts.call_name(call) in _SPAWN:
+        if facts.call_name(call) in SPAWN:
             return call
     return None

@@ -21,9 +21,13 @@ import libcst as cst
 from distrun.convert.analysis import Facts, keyword, positional, string_value
 from distrun.convert.build import append_keyword, code_of, expression
 from distrun.convert.context import Context, Transform
-from distrun.convert.imports import import_lines
 from distrun.convert.models import find_models
 from distrun.convert.transforms.apex import migrate_apex
+from distrun.convert.transforms.device_aware import (
+    group_for_the_launcher,
+    make_device_aware,
+    place_names,
+)
 
 FLAGS = ("--local_rank", "--local-rank")
 _APEX_DDP = "apex.parallel.DistributedDataParallel"
@@ -54,12 +58,12 @@ def plan_completion(ctx: Context) -> None:
     for call in facts.calls:
         if facts.call_name(call) == _APEX_DDP and positional(call):
             _torch_ddp(ctx, call)
-    present = ctx.facts.entry.imports
-    lines = import_lines(present, ctx.names, ctx.imports_for(facts.entry) | {"os"})
-    last = facts.entry.import_statements[-1] if facts.entry.import_statements else None
-    if lines and last is not None:
-        ctx.plan.insert_after(last, lines)
-    _report_gaps(ctx)
+    sources = [p for node in facts.attributes if node.attr.value == "local_rank"
+               and (p := ctx.flow.place_of(node)) is not None]
+    device = make_device_aware(ctx, sources)
+    group_for_the_launcher(ctx)
+    place_names(ctx, rank=False, device=device)
+    report_gaps(ctx)
 
 
 COMPLETE = Transform("complete", plan_completion)
@@ -109,7 +113,7 @@ def _torch_ddp(ctx: Context, call: cst.Call) -> None:
                     "torch's")
 
 
-def _report_gaps(ctx: Context) -> None:
+def report_gaps(ctx: Context) -> None:
     facts = ctx.facts
     samplers = [c for c in facts.calls if facts.call_name(c) in _SAMPLERS]
     if not samplers:
