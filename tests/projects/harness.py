@@ -69,6 +69,14 @@ class Project:
         return self.folder / "upstream"
 
     @property
+    def upstream_present(self) -> bool:
+        """Whether upstream/ is in this checkout. The projects added for issue 25 keep
+        their upstream files out of git (their folder's .gitignore): the descriptor
+        records repository, commit, paths and sha256, and `python -m tests.projects
+        --materialize NAME --git-dir DIR` writes them from a clone of the repository."""
+        return self.upstream.is_dir() and any(p.is_file() for p in self.upstream.rglob("*"))
+
+    @property
     def entry(self) -> str:
         return str(self.spec["entry"])
 
@@ -171,6 +179,26 @@ def descriptor_problems(project: Project) -> list[str]:
     return problems
 
 
+def materialize(project: Project, git_dir: Path) -> list[str]:
+    """Writes the descriptor's upstream files into upstream/ from a clone of its
+    repository (`git --git-dir GIT_DIR show COMMIT:PATH`) and checks their sha256.
+    Returns the problems (an empty list: every file is there, byte for byte)."""
+    source, problems = project.spec["source"], []
+    for rel, digest in (source.get("files") or {}).items():
+        shown = subprocess.run(["git", "--git-dir", str(git_dir), "show",
+                                f"{source['commit']}:{rel}"], capture_output=True)
+        if shown.returncode != 0:
+            problems.append(f"{rel}: {shown.stderr.decode(errors='replace').strip()}")
+            continue
+        if hashlib.sha256(shown.stdout).hexdigest() != digest:
+            problems.append(f"{rel}: sha256 differs from the descriptor's")
+            continue
+        dest = project.upstream / rel
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        dest.write_bytes(shown.stdout)
+    return problems
+
+
 # --------------------------------------------------------------------------- set-up steps
 
 def _words(rng: Any, n: int, vocab: list[str]) -> list[str]:
@@ -208,6 +236,13 @@ def _setup(project: Project, run_root: Path) -> None:
                 array = rng.integers(0, high, shape).astype(np.uint8)
                 with open(folder / name, "wb") as f:
                     np.save(f, array)
+        elif kind == "python":
+            # a data-making script of the project folder (`script`), run with the
+            # harness's interpreter in the run folder: fake data sets of odd formats
+            subprocess.run([sys.executable, str(project.folder / step["script"]),
+                            *map(str, step.get("args", []))],
+                           cwd=run_root, check=True, capture_output=True, text=True,
+                           timeout=120)
         elif kind == "mkdir":
             (run_root / step["dir"]).mkdir(parents=True, exist_ok=True)
         else:

@@ -23,6 +23,19 @@ DISTRUN_SHIM_CUDA_INDEX_TO_CPU=1
                             `.to(<int>)`, `.to("cuda")`, `.to("cuda:N")` on modules and
                             tensors go to the CPU when CUDA is not available (scripts that
                             hard-code `device = 0`).
+DISTRUN_SHIM_GPU_SCRIPT_ON_CPU=1
+                            an already-distributed GPU script (mp.spawn, --local_rank) runs
+                            as one process on the CPU: `.cuda()` returns its object,
+                            `torch.cuda.set_device` does nothing, `init_process_group("nccl")`
+                            is gloo (127.0.0.1 and a free port when world_size is 1), DDP drops
+                            `device_ids` for a CPU module; implies CUDA_INDEX_TO_CPU. For the
+                            ORIGINAL run only (the converted script must run on CPU as it is).
+DISTRUN_SHIM_NO_WORKERS=1   DataLoader(num_workers=N) loads in the main process: the same
+                            batches, without N worker processes started every epoch.
+DISTRUN_SHIM_SEED_BY_RANK=1 seeds as a real multi-process run of an unseeded script does:
+                            rank 0 (and the original run) with 0 as usual, rank r > 0 with
+                            1000 + r (`random`, `torch`, `numpy`): an unseeded random_split
+                            then differs between ranks, as it does for real.
 DISTRUN_SHIM_CAPTURE=PATH   at exit, on global rank 0 only, save {name: state_dict} of every
                             torch.nn.Module found among the globals of `__main__` (a DDP
                             wrapper is unwrapped by the harness, not by the script) to PATH:
@@ -40,6 +53,10 @@ import random
 import sys
 
 random.seed(0)
+if os.environ.get("DISTRUN_SHIM_SEED_BY_RANK") == "1":
+    from _distrun_shim import knobs as _knobs
+
+    _knobs.seed_by_rank()
 
 _HOOKS: dict = {}
 
@@ -92,6 +109,10 @@ class _FakeTensorboard(importlib.abc.MetaPathFinder, importlib.abc.Loader):
 
 def _after_torch(torch):
     torch.manual_seed(0)
+    if os.environ.get("DISTRUN_SHIM_SEED_BY_RANK") == "1":
+        from _distrun_shim import knobs
+
+        knobs.seed_by_rank(torch=torch)
     if os.environ.get("DISTRUN_SHIM_NO_DROPOUT") == "1":
         from _distrun_shim import knobs
 
@@ -104,6 +125,14 @@ def _after_torch(torch):
         from _distrun_shim import knobs
 
         knobs.cuda_index_to_cpu(torch)
+    if os.environ.get("DISTRUN_SHIM_NO_WORKERS") == "1":
+        from _distrun_shim import knobs
+
+        knobs.no_workers(torch)
+    if os.environ.get("DISTRUN_SHIM_GPU_SCRIPT_ON_CPU") == "1":
+        from _distrun_shim import knobs
+
+        knobs.gpu_script_on_cpu(torch)
     if os.environ.get("DISTRUN_SHIM_CAPTURE"):
         from _distrun_shim import knobs
 
@@ -112,6 +141,10 @@ def _after_torch(torch):
 
 def _after_numpy(numpy):
     numpy.random.seed(0)
+    if os.environ.get("DISTRUN_SHIM_SEED_BY_RANK") == "1":
+        from _distrun_shim import knobs
+
+        knobs.seed_by_rank(numpy=numpy)
 
 
 _HOOKS["torch"] = _after_torch

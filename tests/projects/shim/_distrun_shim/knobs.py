@@ -75,3 +75,88 @@ def capture_at_exit(path):
             torch.save(found, path)
 
     atexit.register(save)
+
+
+def gpu_script_on_cpu(torch):
+    """An already-distributed GPU script (mp.spawn, torch.distributed.launch) run as ONE
+    process on a CPU-only machine, for the original run of a project: `.cuda()` of
+    modules and tensors returns them as they are, `torch.cuda.set_device` does nothing,
+    `init_process_group("nccl")` becomes gloo (at 127.0.0.1 and a free port when the
+    group has one process), and DistributedDataParallel drops `device_ids` /
+    `output_device` for a module on the CPU. Only with CUDA missing. Implies
+    cuda_index_to_cpu (`.to(0)`, `.to("cuda")`)."""
+    if torch.cuda.is_available():
+        return
+    cuda_index_to_cpu(torch)
+    torch.nn.Module.cuda = lambda self, *args, **kwargs: self
+    torch.Tensor.cuda = lambda self, *args, **kwargs: self
+    torch.cuda.set_device = lambda *args, **kwargs: None
+
+    import torch.distributed as dist
+
+    original_init = dist.init_process_group
+
+    def init_process_group(backend=None, *args, **kwargs):
+        if backend is None or "nccl" in str(backend):
+            backend = "gloo"
+        world_size = kwargs.get("world_size", os.environ.get("WORLD_SIZE", -1))
+        if int(world_size) == 1:
+            import socket
+
+            with socket.socket() as s:
+                s.bind(("127.0.0.1", 0))
+                port = s.getsockname()[1]
+            os.environ["MASTER_ADDR"] = "127.0.0.1"
+            os.environ["MASTER_PORT"] = str(port)
+        return original_init(backend, *args, **kwargs)
+
+    dist.init_process_group = init_process_group
+    ddp = torch.nn.parallel.DistributedDataParallel
+    original_ddp_init = ddp.__init__
+
+    def ddp_init(self, module, *args, **kwargs):
+        on_cpu = all(p.device.type == "cpu" for p in module.parameters())
+        if on_cpu:
+            kwargs.pop("device_ids", None)
+            kwargs.pop("output_device", None)
+            args = ()  # device_ids and output_device are its first positional arguments
+        original_ddp_init(self, module, *args, **kwargs)
+
+    ddp.__init__ = ddp_init
+
+
+def seed_by_rank(torch=None, numpy=None):
+    """The seed a real multi-process run gives a script that never seeds: a different
+    one in every process. Rank 0 (and a process with no RANK: the original run) keeps
+    seed 0, so the original and the converted rank 0 draw alike; rank r > 0 draws from
+    seed 1000 + r (`random`, `torch`, `numpy`)."""
+    rank = int(os.environ.get("RANK", "0"))
+    seed = 0 if rank == 0 else 1000 + rank
+    import random
+
+    random.seed(seed)
+    if torch is not None:
+        torch.manual_seed(seed)
+    if numpy is not None:
+        numpy.random.seed(seed)
+
+
+def no_workers(torch):
+    """DataLoader(num_workers=N) loads in the main process (num_workers=0): the same
+    batches in the same order, without starting N processes per epoch (a project that
+    hard-codes workers stays within its time budget on 2 cores)."""
+    import torch.utils.data
+
+    loader = torch.utils.data.DataLoader
+    original_init = loader.__init__
+
+    def init(self, *args, **kwargs):
+        if len(args) > 5:  # dataset, batch_size, shuffle, sampler, batch_sampler, num_workers
+            args = (*args[:5], 0, *args[6:])
+        else:
+            kwargs["num_workers"] = 0
+        kwargs.pop("prefetch_factor", None)
+        kwargs.pop("persistent_workers", None)
+        original_init(self, *args, **kwargs)
+
+    loader.__init__ = init
