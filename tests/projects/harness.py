@@ -321,12 +321,14 @@ def convert_project(project: Project, tmp: Path) -> subprocess.CompletedProcess[
 
 def run_two(project: Project, tmp: Path) -> subprocess.CompletedProcess[str]:
     """The converted project on 2 processes (N/2 per rank), in TMP/conv, under
-    `distrun launch --check` (a finding is exit code 3: a converter bug)."""
+    `distrun launch --check` (a finding is exit code 3: a converter bug). `two.timeout`
+    (default 240) is launch's --timeout: seconds without output from any rank before the
+    job is stopped (a project whose converted run is known to hang keeps it short)."""
     root = tmp / "conv"
     spec = project.spec["two"]
     env = _with_distrun(_env(project, root, spec.get("env")))
     args = [sys.executable, "-m", "distrun", "launch", "--nproc-per-node", "2",
-            "--timeout", "240", "--log-dir", str(tmp / "launch-logs"), "--check",
+            "--timeout", str(spec.get("timeout", 240)), "--log-dir", str(tmp / "launch-logs"), "--check",
             project.in_workdir(project.two_script), *map(str, spec["args"])]
     return _run(args, root / project.workdir, env)
 

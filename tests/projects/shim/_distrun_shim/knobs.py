@@ -160,3 +160,81 @@ def no_workers(torch):
         original_init(self, *args, **kwargs)
 
     loader.__init__ = init
+
+
+_WRAPPED: list = []
+
+
+def capture_ddp_at_exit(torch, path):
+    """At exit, in the process of global rank 0, saves {"model": state_dict} of the
+    module wrapped by the LAST DistributedDataParallel made in that process, to PATH:
+    the checkpoint of already-distributed scripts that save none and keep the model in
+    a function's locals (an mp.spawn worker). The rank is the process group's when the
+    wrap was made. A process that made no DDP object writes nothing."""
+    ddp = torch.nn.parallel.DistributedDataParallel
+    original_init = ddp.__init__
+
+    def ddp_init(self, module, *args, **kwargs):
+        original_init(self, module, *args, **kwargs)
+        import torch.distributed as dist
+
+        rank = dist.get_rank() if dist.is_initialized() else int(os.environ.get("RANK", "0"))
+        _WRAPPED.append((rank, module))
+
+    ddp.__init__ = ddp_init
+
+    def save():
+        if not _WRAPPED:
+            return
+        rank, module = _WRAPPED[-1]
+        if rank != 0:
+            return
+        state = {k: v.detach().cpu().clone() for k, v in module.state_dict().items()}
+        torch.save({"model": state}, path)
+
+    atexit.register(save)
+
+
+_LOOPBACK = ("127.", "localhost", "::1")
+
+
+def loopback_only():
+    """`init_process_group` refuses a rendezvous away from this machine: a script's
+    hard-coded MASTER_ADDR (or a tcp:// init_method) that is not a loopback address
+    raises at once, naming it, instead of the job dialling out and waiting for minutes.
+    For both runs of a project whose script hard-codes one (the converted script should
+    leave the address to the launcher; if it does not, this makes it fail fast)."""
+    import torch.distributed as dist
+
+    original_init = dist.init_process_group
+
+    def init_process_group(*args, **kwargs):
+        method = str(kwargs.get("init_method") or (args[1] if len(args) > 1 else "") or "")
+        host = ""
+        if method.startswith("tcp://"):
+            host = method[len("tcp://"):].rsplit(":", 1)[0]
+        elif not method or method.startswith("env://"):
+            host = os.environ.get("MASTER_ADDR", "127.0.0.1")
+        if host and not host.startswith(_LOOPBACK):
+            raise RuntimeError(f"the projects' shim refuses a rendezvous at {host!r} (not "
+                               f"this machine): MASTER_ADDR / init_method hard-coded by the "
+                               f"script (DISTRUN_SHIM_LOOPBACK_ONLY)")
+        return original_init(*args, **kwargs)
+
+    dist.init_process_group = init_process_group
+
+
+def old_torch_iterators(torch):
+    """DataLoader iterators get back `.next()` (removed in torch 1.13; tutorials of the
+    time call `dataiter.next()`)."""
+    from torch.utils.data import dataloader
+
+    dataloader._BaseDataLoaderIter.next = dataloader._BaseDataLoaderIter.__next__
+
+
+def old_numpy_names(numpy):
+    """NumPy 1.x aliases removed in NumPy 2 that tutorials of the time use: `np.Inf`,
+    `np.NaN`, `np.float_`."""
+    for old, new in (("Inf", "inf"), ("NaN", "nan"), ("float_", "float64")):
+        if old not in numpy.__dict__:
+            setattr(numpy, old, getattr(numpy, new))
