@@ -390,6 +390,8 @@ class Outcome:
         for step, result in (("single run", self.single), ("convert", self.convert),
                              ("two-process run", self.two)):
             if result is None:
+                if step == "two-process run" and self.comparison is not None:
+                    return f"convert's report:\n{self.comparison}"
                 return f"{step}: not run"
             if result.returncode != 0:
                 tail = (result.stdout + result.stderr).strip().splitlines()[-30:]
@@ -397,6 +399,17 @@ class Outcome:
         if self.comparison is None:
             return "compare: not run"
         return "" if self.comparison.ok else f"compare:\n{self.comparison}"
+
+
+def report_problems(project: Project, convert: subprocess.CompletedProcess[str]) -> list[str]:
+    """Lines of the descriptor's `report_must_not_contain` found in convert's report: what
+    the conversion must not leave to a warning for the project to count as converted
+    (e.g. "no DataLoader found" where every rank would then train on everything and the
+    comparison cannot be exact enough to see it)."""
+    report = convert.stdout + convert.stderr
+    return [f"convert's report says {text!r}"
+            for text in project.spec.get("report_must_not_contain", []) or []
+            if text in report]
 
 
 def run_all_steps(project: Project, tmp: Path) -> Outcome:
@@ -408,6 +421,9 @@ def run_all_steps(project: Project, tmp: Path) -> Outcome:
         out.seconds[step] = time.monotonic() - start
         setattr(out, step, result)
         if result.returncode != 0:
+            return out
+        if step == "convert" and report_problems(project, result):
+            out.comparison = Comparison(False, report_problems(project, result))
             return out
     start = time.monotonic()
     out.comparison = compare(project, tmp)

@@ -94,6 +94,7 @@ def test_converted_project_trains_like_the_original(name: str, tmp_path: Path) -
 
     conv = harness.convert_project(project, tmp_path)
     assert conv.returncode == 0, "distrun convert failed:\n" + conv.stdout + conv.stderr
+    assert harness.report_problems(project, conv) == [], conv.stdout + conv.stderr
 
     two = harness.run_two(project, tmp_path)
     assert two.returncode == 0, "2-process run failed:\n" + two.stdout[-3000:] \
