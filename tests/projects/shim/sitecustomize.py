@@ -28,8 +28,9 @@ DISTRUN_SHIM_GPU_SCRIPT_ON_CPU=1
                             as one process on the CPU: `.cuda()` returns its object,
                             `torch.cuda.set_device` does nothing, `init_process_group("nccl")`
                             is gloo (127.0.0.1 and a free port when world_size is 1), DDP drops
-                            `device_ids` for a CPU module; implies CUDA_INDEX_TO_CPU. For the
-                            ORIGINAL run only (the converted script must run on CPU as it is).
+                            `device_ids` for a CPU module, convert_sync_batchnorm leaves
+                            BatchNorm (equal on one process); implies CUDA_INDEX_TO_CPU. For
+                            the ORIGINAL run only (the converted script must run on CPU as it is).
 DISTRUN_SHIM_NO_WORKERS=1   DataLoader(num_workers=N) loads in the main process: the same
                             batches, without N worker processes started every epoch.
 DISTRUN_SHIM_LOOPBACK_ONLY=1

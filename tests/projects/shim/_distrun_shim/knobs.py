@@ -82,9 +82,10 @@ def gpu_script_on_cpu(torch):
     process on a CPU-only machine, for the original run of a project: `.cuda()` of
     modules and tensors returns them as they are, `torch.cuda.set_device` does nothing,
     `init_process_group("nccl")` becomes gloo (at 127.0.0.1 and a free port when the
-    group has one process), and DistributedDataParallel drops `device_ids` /
-    `output_device` for a module on the CPU. Only with CUDA missing. Implies
-    cuda_index_to_cpu (`.to(0)`, `.to("cuda")`)."""
+    group has one process), DistributedDataParallel drops `device_ids` /
+    `output_device` for a module on the CPU, and `SyncBatchNorm.convert_sync_batchnorm`
+    leaves BatchNorm as it is (the same on one process; SyncBatchNorm cannot run on the
+    CPU). Only with CUDA missing. Implies cuda_index_to_cpu (`.to(0)`, `.to("cuda")`)."""
     if torch.cuda.is_available():
         return
     cuda_index_to_cpu(torch)
@@ -123,6 +124,10 @@ def gpu_script_on_cpu(torch):
         original_ddp_init(self, module, *args, **kwargs)
 
     ddp.__init__ = ddp_init
+    # SyncBatchNorm has no CPU kernel (it raises as soon as a process group exists); on
+    # ONE process it computes what BatchNorm computes: the conversion leaves BatchNorm
+    torch.nn.SyncBatchNorm.convert_sync_batchnorm = classmethod(
+        lambda cls, module, process_group=None: module)
 
 
 def seed_by_rank(torch=None, numpy=None):
