@@ -10,8 +10,14 @@ import sys
 import tempfile
 from pathlib import Path
 
-from tests.projects.harness import (Outcome, descriptor_problems, load, materialize, names,
-                                   run_all_steps)
+from tests.projects.harness import (
+    Outcome,
+    descriptor_problems,
+    load,
+    materialize,
+    names,
+    run_all_steps,
+)
 
 
 def _status(out: Outcome) -> str:

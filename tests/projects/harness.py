@@ -328,7 +328,8 @@ def run_two(project: Project, tmp: Path) -> subprocess.CompletedProcess[str]:
     spec = project.spec["two"]
     env = _with_distrun(_env(project, root, spec.get("env")))
     args = [sys.executable, "-m", "distrun", "launch", "--nproc-per-node", "2",
-            "--timeout", str(spec.get("timeout", 240)), "--log-dir", str(tmp / "launch-logs"), "--check",
+            "--timeout", str(spec.get("timeout", 240)),
+            "--log-dir", str(tmp / "launch-logs"), "--check",
             project.in_workdir(project.two_script), *map(str, spec["args"])]
     return _run(args, root / project.workdir, env)
 

@@ -19,7 +19,7 @@ folder.mkdir(parents=True, exist_ok=True)
 ids = rng.choice(1_000_000, NODES, replace=False) + 31
 labels = rng.integers(0, len(CLASSES), NODES)
 with open(folder / "cora.content", "w") as f:
-    for paper, label in zip(ids, labels):
+    for paper, label in zip(ids, labels, strict=True):
         # words that say something about the class, so that training learns
         words = (rng.random(WORDS) < 0.15) | (np.arange(WORDS) % len(CLASSES) == label)
         f.write("\t".join([str(paper), *map(str, words.astype(int)), CLASSES[label]]) + "\n")
