@@ -289,7 +289,9 @@ def _run(args: list[str], cwd: Path, env: dict[str, str], timeout: float = RUN_T
 def run_single(project: Project, tmp: Path) -> subprocess.CompletedProcess[str]:
     """The original project on one process (batch N), in TMP/orig. A notebook runs as
     its code cells (`notebook_cells`) written to NAME_cells.py beside it, so that the
-    script's folder (sys.path[0]) is the notebook's, as for the converted NAME_ddp.py."""
+    script's folder (sys.path[0]) is the notebook's, as for the converted NAME_ddp.py.
+    With `resume: {single: ARGS}` a second run follows in the same folder (train, then
+    resume from the first run's checkpoint); so does run_two's with `resume.two`."""
     root = _copy_upstream(project, tmp / "orig")
     if project.is_notebook:
         cells = notebook_cells((root / project.entry).read_bytes())
@@ -297,7 +299,20 @@ def run_single(project: Project, tmp: Path) -> subprocess.CompletedProcess[str]:
     spec = project.spec["single"]
     env = _env(project, root, spec.get("env"))
     args = [sys.executable, project.in_workdir(project.single_script), *map(str, spec["args"])]
-    return _run(args, root / project.workdir, env)
+    first = _run(args, root / project.workdir, env)
+    resume = (project.spec.get("resume") or {}).get("single")
+    if first.returncode != 0 or resume is None:
+        return first
+    args = [sys.executable, project.in_workdir(project.single_script), *map(str, resume)]
+    return _then(first, _run(args, root / project.workdir, env))
+
+
+def _then(first: subprocess.CompletedProcess[str], second: subprocess.CompletedProcess[str]
+          ) -> subprocess.CompletedProcess[str]:
+    """A train-then-resume pair of runs as one result: both outputs, the second's exit."""
+    return subprocess.CompletedProcess(
+        second.args, second.returncode, first.stdout + "\n== resumed run ==\n" + second.stdout,
+        first.stderr + "\n== resumed run ==\n" + second.stderr)
 
 
 def convert_project(project: Project, tmp: Path) -> subprocess.CompletedProcess[str]:
@@ -327,11 +342,19 @@ def run_two(project: Project, tmp: Path) -> subprocess.CompletedProcess[str]:
     root = tmp / "conv"
     spec = project.spec["two"]
     env = _with_distrun(_env(project, root, spec.get("env")))
-    args = [sys.executable, "-m", "distrun", "launch", "--nproc-per-node", "2",
-            "--timeout", str(spec.get("timeout", 240)),
-            "--log-dir", str(tmp / "launch-logs"), "--check",
-            project.in_workdir(project.two_script), *map(str, spec["args"])]
-    return _run(args, root / project.workdir, env)
+
+    def launch(script_args: list[Any], logs: str) -> subprocess.CompletedProcess[str]:
+        args = [sys.executable, "-m", "distrun", "launch", "--nproc-per-node", "2",
+                "--timeout", str(spec.get("timeout", 240)),
+                "--log-dir", str(tmp / logs), "--check",
+                project.in_workdir(project.two_script), *map(str, script_args)]
+        return _run(args, root / project.workdir, env)
+
+    first = launch(spec["args"], "launch-logs")
+    resume = (project.spec.get("resume") or {}).get("two")
+    if first.returncode != 0 or resume is None:
+        return first
+    return _then(first, launch(resume, "launch-logs-resume"))
 
 
 @dataclass
