@@ -10,7 +10,14 @@ import sys
 import tempfile
 from pathlib import Path
 
-from tests.projects.harness import Outcome, descriptor_problems, load, names, run_all_steps
+from tests.projects.harness import (
+    Outcome,
+    descriptor_problems,
+    load,
+    materialize,
+    names,
+    run_all_steps,
+)
 
 
 def _status(out: Outcome) -> str:
@@ -27,7 +34,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--keep", action="store_true", help="keep the run folders")
     parser.add_argument("-v", "--verbose", action="store_true",
                         help="print each failure's output and the conversion report")
+    parser.add_argument("--materialize", action="store_true",
+                        help="write NAME's upstream files from a clone (--git-dir) and stop")
+    parser.add_argument("--git-dir", type=Path, help="the repository's .git (--materialize)")
     args = parser.parse_args(argv)
+    if args.materialize:
+        if len(args.names) != 1 or args.git_dir is None:
+            parser.error("--materialize takes one NAME and --git-dir")
+        problems = materialize(load(args.names[0]), args.git_dir)
+        print("\n".join(problems) or f"{args.names[0]}: upstream files written, sha256 equal")
+        return 1 if problems else 0
     chosen = names() if args.all or not args.names else args.names
     rows = []
     for name in chosen:

@@ -69,6 +69,14 @@ class Project:
         return self.folder / "upstream"
 
     @property
+    def upstream_present(self) -> bool:
+        """Whether upstream/ is in this checkout. The projects added for issue 25 keep
+        their upstream files out of git (their folder's .gitignore): the descriptor
+        records repository, commit, paths and sha256, and `python -m tests.projects
+        --materialize NAME --git-dir DIR` writes them from a clone of the repository."""
+        return self.upstream.is_dir() and any(p.is_file() for p in self.upstream.rglob("*"))
+
+    @property
     def entry(self) -> str:
         return str(self.spec["entry"])
 
@@ -171,6 +179,26 @@ def descriptor_problems(project: Project) -> list[str]:
     return problems
 
 
+def materialize(project: Project, git_dir: Path) -> list[str]:
+    """Writes the descriptor's upstream files into upstream/ from a clone of its
+    repository (`git --git-dir GIT_DIR show COMMIT:PATH`) and checks their sha256.
+    Returns the problems (an empty list: every file is there, byte for byte)."""
+    source, problems = project.spec["source"], []
+    for rel, digest in (source.get("files") or {}).items():
+        shown = subprocess.run(["git", "--git-dir", str(git_dir), "show",
+                                f"{source['commit']}:{rel}"], capture_output=True)
+        if shown.returncode != 0:
+            problems.append(f"{rel}: {shown.stderr.decode(errors='replace').strip()}")
+            continue
+        if hashlib.sha256(shown.stdout).hexdigest() != digest:
+            problems.append(f"{rel}: sha256 differs from the descriptor's")
+            continue
+        dest = project.upstream / rel
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        dest.write_bytes(shown.stdout)
+    return problems
+
+
 # --------------------------------------------------------------------------- set-up steps
 
 def _words(rng: Any, n: int, vocab: list[str]) -> list[str]:
@@ -208,6 +236,13 @@ def _setup(project: Project, run_root: Path) -> None:
                 array = rng.integers(0, high, shape).astype(np.uint8)
                 with open(folder / name, "wb") as f:
                     np.save(f, array)
+        elif kind == "python":
+            # a data-making script of the project folder (`script`), run with the
+            # harness's interpreter in the run folder: fake data sets of odd formats
+            subprocess.run([sys.executable, str(project.folder / step["script"]),
+                            *map(str, step.get("args", []))],
+                           cwd=run_root, check=True, capture_output=True, text=True,
+                           timeout=120)
         elif kind == "mkdir":
             (run_root / step["dir"]).mkdir(parents=True, exist_ok=True)
         else:
@@ -254,7 +289,9 @@ def _run(args: list[str], cwd: Path, env: dict[str, str], timeout: float = RUN_T
 def run_single(project: Project, tmp: Path) -> subprocess.CompletedProcess[str]:
     """The original project on one process (batch N), in TMP/orig. A notebook runs as
     its code cells (`notebook_cells`) written to NAME_cells.py beside it, so that the
-    script's folder (sys.path[0]) is the notebook's, as for the converted NAME_ddp.py."""
+    script's folder (sys.path[0]) is the notebook's, as for the converted NAME_ddp.py.
+    With `resume: {single: ARGS}` a second run follows in the same folder (train, then
+    resume from the first run's checkpoint); so does run_two's with `resume.two`."""
     root = _copy_upstream(project, tmp / "orig")
     if project.is_notebook:
         cells = notebook_cells((root / project.entry).read_bytes())
@@ -262,7 +299,20 @@ def run_single(project: Project, tmp: Path) -> subprocess.CompletedProcess[str]:
     spec = project.spec["single"]
     env = _env(project, root, spec.get("env"))
     args = [sys.executable, project.in_workdir(project.single_script), *map(str, spec["args"])]
-    return _run(args, root / project.workdir, env)
+    first = _run(args, root / project.workdir, env)
+    resume = (project.spec.get("resume") or {}).get("single")
+    if first.returncode != 0 or resume is None:
+        return first
+    args = [sys.executable, project.in_workdir(project.single_script), *map(str, resume)]
+    return _then(first, _run(args, root / project.workdir, env))
+
+
+def _then(first: subprocess.CompletedProcess[str], second: subprocess.CompletedProcess[str]
+          ) -> subprocess.CompletedProcess[str]:
+    """A train-then-resume pair of runs as one result: both outputs, the second's exit."""
+    return subprocess.CompletedProcess(
+        second.args, second.returncode, first.stdout + "\n== resumed run ==\n" + second.stdout,
+        first.stderr + "\n== resumed run ==\n" + second.stderr)
 
 
 def convert_project(project: Project, tmp: Path) -> subprocess.CompletedProcess[str]:
@@ -286,14 +336,25 @@ def convert_project(project: Project, tmp: Path) -> subprocess.CompletedProcess[
 
 def run_two(project: Project, tmp: Path) -> subprocess.CompletedProcess[str]:
     """The converted project on 2 processes (N/2 per rank), in TMP/conv, under
-    `distrun launch --check` (a finding is exit code 3: a converter bug)."""
+    `distrun launch --check` (a finding is exit code 3: a converter bug). `two.timeout`
+    (default 240) is launch's --timeout: seconds without output from any rank before the
+    job is stopped (a project whose converted run is known to hang keeps it short)."""
     root = tmp / "conv"
     spec = project.spec["two"]
     env = _with_distrun(_env(project, root, spec.get("env")))
-    args = [sys.executable, "-m", "distrun", "launch", "--nproc-per-node", "2",
-            "--timeout", "240", "--log-dir", str(tmp / "launch-logs"), "--check",
-            project.in_workdir(project.two_script), *map(str, spec["args"])]
-    return _run(args, root / project.workdir, env)
+
+    def launch(script_args: list[Any], logs: str) -> subprocess.CompletedProcess[str]:
+        args = [sys.executable, "-m", "distrun", "launch", "--nproc-per-node", "2",
+                "--timeout", str(spec.get("timeout", 240)),
+                "--log-dir", str(tmp / logs), "--check",
+                project.in_workdir(project.two_script), *map(str, script_args)]
+        return _run(args, root / project.workdir, env)
+
+    first = launch(spec["args"], "launch-logs")
+    resume = (project.spec.get("resume") or {}).get("two")
+    if first.returncode != 0 or resume is None:
+        return first
+    return _then(first, launch(resume, "launch-logs-resume"))
 
 
 @dataclass
@@ -353,6 +414,8 @@ class Outcome:
         for step, result in (("single run", self.single), ("convert", self.convert),
                              ("two-process run", self.two)):
             if result is None:
+                if step == "two-process run" and self.comparison is not None:
+                    return f"convert's report:\n{self.comparison}"
                 return f"{step}: not run"
             if result.returncode != 0:
                 tail = (result.stdout + result.stderr).strip().splitlines()[-30:]
@@ -360,6 +423,17 @@ class Outcome:
         if self.comparison is None:
             return "compare: not run"
         return "" if self.comparison.ok else f"compare:\n{self.comparison}"
+
+
+def report_problems(project: Project, convert: subprocess.CompletedProcess[str]) -> list[str]:
+    """Lines of the descriptor's `report_must_not_contain` found in convert's report: what
+    the conversion must not leave to a warning for the project to count as converted
+    (e.g. "no DataLoader found" where every rank would then train on everything and the
+    comparison cannot be exact enough to see it)."""
+    report = convert.stdout + convert.stderr
+    return [f"convert's report says {text!r}"
+            for text in project.spec.get("report_must_not_contain", []) or []
+            if text in report]
 
 
 def run_all_steps(project: Project, tmp: Path) -> Outcome:
@@ -371,6 +445,9 @@ def run_all_steps(project: Project, tmp: Path) -> Outcome:
         out.seconds[step] = time.monotonic() - start
         setattr(out, step, result)
         if result.returncode != 0:
+            return out
+        if step == "convert" and report_problems(project, result):
+            out.comparison = Comparison(False, report_problems(project, result))
             return out
     start = time.monotonic()
     out.comparison = compare(project, tmp)

@@ -23,11 +23,36 @@ DISTRUN_SHIM_CUDA_INDEX_TO_CPU=1
                             `.to(<int>)`, `.to("cuda")`, `.to("cuda:N")` on modules and
                             tensors go to the CPU when CUDA is not available (scripts that
                             hard-code `device = 0`).
+DISTRUN_SHIM_GPU_SCRIPT_ON_CPU=1
+                            an already-distributed GPU script (mp.spawn, --local_rank) runs
+                            as one process on the CPU: `.cuda()` returns its object,
+                            `torch.cuda.set_device` does nothing, `init_process_group("nccl")`
+                            is gloo (127.0.0.1 and a free port when world_size is 1), DDP drops
+                            `device_ids` for a CPU module, convert_sync_batchnorm leaves
+                            BatchNorm (equal on one process); implies CUDA_INDEX_TO_CPU. For
+                            the ORIGINAL run only (the converted script must run on CPU as it is).
+DISTRUN_SHIM_NO_WORKERS=1   DataLoader(num_workers=N) loads in the main process: the same
+                            batches, without N worker processes started every epoch.
+DISTRUN_SHIM_LOOPBACK_ONLY=1
+                            `init_process_group` raises at once when MASTER_ADDR (or a tcp://
+                            init_method) is not a loopback address: a script's hard-coded
+                            cluster address fails fast instead of dialling out.
+DISTRUN_SHIM_OLD_APIS=1     the APIs old tutorials call: DataLoader iterators' `.next()`
+                            (torch < 1.13), `np.Inf` / `np.NaN` / `np.float_` (NumPy 1.x).
+DISTRUN_SHIM_SEED_BY_RANK=1 seeds as a real multi-process run of an unseeded script does:
+                            rank 0 (and the original run) with 0 as usual, rank r > 0 with
+                            1000 + r (`random`, `torch`, `numpy`): an unseeded random_split
+                            then differs between ranks, as it does for real.
 DISTRUN_SHIM_CAPTURE=PATH   at exit, on global rank 0 only, save {name: state_dict} of every
                             torch.nn.Module found among the globals of `__main__` (a DDP
                             wrapper is unwrapped by the harness, not by the script) to PATH:
                             the checkpoint of scripts that save none. A process with no
                             module in `__main__` (torchrun, distrun) writes nothing.
+DISTRUN_SHIM_CAPTURE_DDP=PATH
+                            at exit, in the process of global rank 0, saves {"model":
+                            state_dict} of the module wrapped by the last
+                            DistributedDataParallel made in that process (an mp.spawn
+                            worker's model lives in a function: CAPTURE cannot see it).
 """
 
 from __future__ import annotations
@@ -40,6 +65,10 @@ import random
 import sys
 
 random.seed(0)
+if os.environ.get("DISTRUN_SHIM_SEED_BY_RANK") == "1":
+    from _distrun_shim import knobs as _knobs
+
+    _knobs.seed_by_rank()
 
 _HOOKS: dict = {}
 
@@ -92,6 +121,10 @@ class _FakeTensorboard(importlib.abc.MetaPathFinder, importlib.abc.Loader):
 
 def _after_torch(torch):
     torch.manual_seed(0)
+    if os.environ.get("DISTRUN_SHIM_SEED_BY_RANK") == "1":
+        from _distrun_shim import knobs
+
+        knobs.seed_by_rank(torch=torch)
     if os.environ.get("DISTRUN_SHIM_NO_DROPOUT") == "1":
         from _distrun_shim import knobs
 
@@ -104,14 +137,44 @@ def _after_torch(torch):
         from _distrun_shim import knobs
 
         knobs.cuda_index_to_cpu(torch)
+    if os.environ.get("DISTRUN_SHIM_OLD_APIS") == "1":
+        from _distrun_shim import knobs
+
+        knobs.old_torch_iterators(torch)
+    if os.environ.get("DISTRUN_SHIM_NO_WORKERS") == "1":
+        from _distrun_shim import knobs
+
+        knobs.no_workers(torch)
+    # the loopback guard first: GPU_SCRIPT_ON_CPU's init_process_group (which moves a
+    # one-process group to 127.0.0.1) then runs before it
+    if os.environ.get("DISTRUN_SHIM_LOOPBACK_ONLY") == "1":
+        from _distrun_shim import knobs
+
+        knobs.loopback_only()
+    if os.environ.get("DISTRUN_SHIM_GPU_SCRIPT_ON_CPU") == "1":
+        from _distrun_shim import knobs
+
+        knobs.gpu_script_on_cpu(torch)
     if os.environ.get("DISTRUN_SHIM_CAPTURE"):
         from _distrun_shim import knobs
 
         knobs.capture_at_exit(os.environ["DISTRUN_SHIM_CAPTURE"])
+    if os.environ.get("DISTRUN_SHIM_CAPTURE_DDP"):
+        from _distrun_shim import knobs
+
+        knobs.capture_ddp_at_exit(torch, os.environ["DISTRUN_SHIM_CAPTURE_DDP"])
 
 
 def _after_numpy(numpy):
     numpy.random.seed(0)
+    if os.environ.get("DISTRUN_SHIM_OLD_APIS") == "1":
+        from _distrun_shim import knobs
+
+        knobs.old_numpy_names(numpy)
+    if os.environ.get("DISTRUN_SHIM_SEED_BY_RANK") == "1":
+        from _distrun_shim import knobs
+
+        knobs.seed_by_rank(numpy=numpy)
 
 
 _HOOKS["torch"] = _after_torch

@@ -75,3 +75,171 @@ def capture_at_exit(path):
             torch.save(found, path)
 
     atexit.register(save)
+
+
+def gpu_script_on_cpu(torch):
+    """An already-distributed GPU script (mp.spawn, torch.distributed.launch) run as ONE
+    process on a CPU-only machine, for the original run of a project: `.cuda()` of
+    modules and tensors returns them as they are, `torch.cuda.set_device` does nothing,
+    `init_process_group("nccl")` becomes gloo (at 127.0.0.1 and a free port when the
+    group has one process), DistributedDataParallel drops `device_ids` /
+    `output_device` for a module on the CPU, and `SyncBatchNorm.convert_sync_batchnorm`
+    leaves BatchNorm as it is (the same on one process; SyncBatchNorm cannot run on the
+    CPU). Only with CUDA missing. Implies cuda_index_to_cpu (`.to(0)`, `.to("cuda")`)."""
+    if torch.cuda.is_available():
+        return
+    cuda_index_to_cpu(torch)
+    torch.nn.Module.cuda = lambda self, *args, **kwargs: self
+    torch.Tensor.cuda = lambda self, *args, **kwargs: self
+    torch.cuda.set_device = lambda *args, **kwargs: None
+
+    import torch.distributed as dist
+
+    original_init = dist.init_process_group
+
+    def init_process_group(backend=None, *args, **kwargs):
+        if backend is None or "nccl" in str(backend):
+            backend = "gloo"
+        world_size = kwargs.get("world_size", os.environ.get("WORLD_SIZE", -1))
+        if int(world_size) == 1:
+            import socket
+
+            with socket.socket() as s:
+                s.bind(("127.0.0.1", 0))
+                port = s.getsockname()[1]
+            os.environ["MASTER_ADDR"] = "127.0.0.1"
+            os.environ["MASTER_PORT"] = str(port)
+        return original_init(backend, *args, **kwargs)
+
+    dist.init_process_group = init_process_group
+    ddp = torch.nn.parallel.DistributedDataParallel
+    original_ddp_init = ddp.__init__
+
+    def ddp_init(self, module, *args, **kwargs):
+        on_cpu = all(p.device.type == "cpu" for p in module.parameters())
+        if on_cpu:
+            kwargs.pop("device_ids", None)
+            kwargs.pop("output_device", None)
+            args = ()  # device_ids and output_device are its first positional arguments
+        original_ddp_init(self, module, *args, **kwargs)
+
+    ddp.__init__ = ddp_init
+    # SyncBatchNorm has no CPU kernel (it raises as soon as a process group exists); on
+    # ONE process it computes what BatchNorm computes: the conversion leaves BatchNorm
+    torch.nn.SyncBatchNorm.convert_sync_batchnorm = classmethod(
+        lambda cls, module, process_group=None: module)
+
+
+def seed_by_rank(torch=None, numpy=None):
+    """The seed a real multi-process run gives a script that never seeds: a different
+    one in every process. Rank 0 (and a process with no RANK: the original run) keeps
+    seed 0, so the original and the converted rank 0 draw alike; rank r > 0 draws from
+    seed 1000 + r (`random`, `torch`, `numpy`)."""
+    rank = int(os.environ.get("RANK", "0"))
+    seed = 0 if rank == 0 else 1000 + rank
+    import random
+
+    random.seed(seed)
+    if torch is not None:
+        torch.manual_seed(seed)
+    if numpy is not None:
+        numpy.random.seed(seed)
+
+
+def no_workers(torch):
+    """DataLoader(num_workers=N) loads in the main process (num_workers=0): the same
+    batches in the same order, without starting N processes per epoch (a project that
+    hard-codes workers stays within its time budget on 2 cores)."""
+    import torch.utils.data
+
+    loader = torch.utils.data.DataLoader
+    original_init = loader.__init__
+
+    def init(self, *args, **kwargs):
+        if len(args) > 5:  # dataset, batch_size, shuffle, sampler, batch_sampler, num_workers
+            args = (*args[:5], 0, *args[6:])
+        else:
+            kwargs["num_workers"] = 0
+        kwargs.pop("prefetch_factor", None)
+        kwargs.pop("persistent_workers", None)
+        original_init(self, *args, **kwargs)
+
+    loader.__init__ = init
+
+
+_WRAPPED: list = []
+
+
+def capture_ddp_at_exit(torch, path):
+    """At exit, in the process of global rank 0, saves {"model": state_dict} of the
+    module wrapped by the LAST DistributedDataParallel made in that process, to PATH:
+    the checkpoint of already-distributed scripts that save none and keep the model in
+    a function's locals (an mp.spawn worker). The rank is the process group's when the
+    wrap was made. A process that made no DDP object writes nothing."""
+    ddp = torch.nn.parallel.DistributedDataParallel
+    original_init = ddp.__init__
+
+    def ddp_init(self, module, *args, **kwargs):
+        original_init(self, module, *args, **kwargs)
+        import torch.distributed as dist
+
+        rank = dist.get_rank() if dist.is_initialized() else int(os.environ.get("RANK", "0"))
+        _WRAPPED.append((rank, module))
+
+    ddp.__init__ = ddp_init
+
+    def save():
+        if not _WRAPPED:
+            return
+        rank, module = _WRAPPED[-1]
+        if rank != 0:
+            return
+        state = {k: v.detach().cpu().clone() for k, v in module.state_dict().items()}
+        torch.save({"model": state}, path)
+
+    atexit.register(save)
+
+
+_LOOPBACK = ("127.", "localhost", "::1")
+
+
+def loopback_only():
+    """`init_process_group` refuses a rendezvous away from this machine: a script's
+    hard-coded MASTER_ADDR (or a tcp:// init_method) that is not a loopback address
+    raises at once, naming it, instead of the job dialling out and waiting for minutes.
+    For both runs of a project whose script hard-codes one (the converted script should
+    leave the address to the launcher; if it does not, this makes it fail fast)."""
+    import torch.distributed as dist
+
+    original_init = dist.init_process_group
+
+    def init_process_group(*args, **kwargs):
+        method = str(kwargs.get("init_method") or (args[1] if len(args) > 1 else "") or "")
+        host = ""
+        if method.startswith("tcp://"):
+            host = method[len("tcp://"):].rsplit(":", 1)[0]
+        elif not method or method.startswith("env://"):
+            host = os.environ.get("MASTER_ADDR", "127.0.0.1")
+        if host and not host.startswith(_LOOPBACK):
+            raise RuntimeError(f"the projects' shim refuses a rendezvous at {host!r} (not "
+                               f"this machine): MASTER_ADDR / init_method hard-coded by the "
+                               f"script (DISTRUN_SHIM_LOOPBACK_ONLY)")
+        return original_init(*args, **kwargs)
+
+    dist.init_process_group = init_process_group
+
+
+def old_torch_iterators(torch):
+    """DataLoader iterators get back `.next()` (removed in torch 1.13; tutorials of the
+    time call `dataiter.next()`)."""
+    from torch.utils.data import dataloader
+
+    dataloader._BaseDataLoaderIter.next = dataloader._BaseDataLoaderIter.__next__
+
+
+def old_numpy_names(numpy):
+    """NumPy 1.x aliases removed in NumPy 2 that tutorials of the time use: `np.Inf`,
+    `np.NaN`, `np.float_`."""
+    for old, new in (("Inf", "inf"), ("NaN", "nan"), ("float_", "float64")):
+        if old not in numpy.__dict__:
+            setattr(numpy, old, getattr(numpy, new))
