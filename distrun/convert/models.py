@@ -268,6 +268,11 @@ def _without_gradients(facts: Facts, node: cst.CSTNode) -> bool:
 def home_of(facts: Facts, flow: Flow, target: cst.BaseExpression, place: Place
             ) -> Home | None:
     """Where the DDP object for the model written `target` (at `place`) can live."""
+    if isinstance(place.scope, cst.ClassDef) and place.code == "self":
+        # a model that trains itself (`self.forward(x)` in its own `fit()`): its DDP
+        # object is a name of that method, made before the method trains
+        method = facts.function(target)
+        return Home("name", method, "self") if method is not None else None
     if isinstance(place.scope, cst.ClassDef):
         attr = place.code.removeprefix("self.")
         return Home("class", place.scope, attr) if "." not in attr else None

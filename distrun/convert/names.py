@@ -23,7 +23,7 @@ _MODULES = {
 
 
 _FIXED = ("local_rank", "rank", "world_size", "device", "dist", "ddp", "sampler", "gc", "os",
-          "contextlib", "accelerator", "rank0_value", "shard_loader", "auto_epoch")
+          "contextlib", "accelerator", "rank0_value", "rank0_split", "shard_loader", "auto_epoch")
 
 
 @dataclass
@@ -40,6 +40,7 @@ class Names:
     contextlib: str = "contextlib"
     accelerator: str = "accelerator"
     rank0_value: str = "rank0_value"
+    rank0_split: str = "rank0_split"
     shard_loader: str = "shard_loader"
     auto_epoch: str = "AutoEpochSampler"
     taken: set[str] = field(default_factory=set, repr=False)

@@ -192,6 +192,8 @@ _RULES: tuple[tuple[str, str], ...] = (
      "worker per process, with its rank and the job's size from the launcher."),
     ("spawned.launcher_rendezvous", "MASTER_ADDR/MASTER_PORT written in the script give "
      "way to the launcher's."),
+    ("spawned.launcher_rank", "A rank or world size the script computes itself for its "
+     "process group or sampler becomes the launcher's."),
     ("spawned.not_a_statement", "An mp.spawn call that is not a statement of its own is "
      "left unconverted."),
     ("notebook.magic", "A notebook's shell command or magic is commented out."),

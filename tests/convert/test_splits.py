@@ -42,12 +42,14 @@ def same_split_changes(extra: str) -> list[str]:
     "for fold in range(3):\n    idx = np.random.permutation(20)",
     "class Pick:\n    def draw(self):\n        return np.random.permutation(4)",
     "def folds():\n    return np.random.permutation(20)\na, b = folds(), folds()",
-    "from numpy.random import shuffle\nidx = list(range(20))\nshuffle(idx)",
 ])
 def test_seeded_per_step_or_repeated_draws_are_left_alone(extra: str) -> None:
     assert same_split_changes(extra) == []
 
 
-def test_an_unseeded_split_made_once_is_given_a_seed() -> None:
+def test_an_unseeded_split_made_once_is_rank_0s_on_every_rank() -> None:
     [message] = same_split_changes("train_set, val_set = random_split(dataset, [16, 4])")
-    assert "generator=torch.Generator().manual_seed(0)" in message
+    assert "rank0_split(random_split(...))" in message
+    [message] = same_split_changes("from numpy.random import shuffle\nidx = list(range(20))\n"
+                                   "shuffle(idx)")
+    assert "`idx[:] = rank0_value(idx)` after it" in message

@@ -16,6 +16,7 @@ device, CUDA when there is one, the CPU otherwise:
     x.cuda()                              ->  x.to(DEVICE)
     DDP(model, device_ids=[rank])         ->  DDP(model, device_ids=[LOCAL_RANK]
                                                   if torch.cuda.is_available() else None)
+    SyncBatchNorm.convert_sync_batchnorm(m) -> (... if torch.cuda.is_available() else m)
     torch.device("cuda", rank)            ->  DEVICE
 
 `rank` is whatever the caller says names the device (`args.local_rank`, the worker's
@@ -31,7 +32,7 @@ from collections.abc import Callable, Iterable
 import libcst as cst
 
 from distrun.convert.analysis import keyword, positional
-from distrun.convert.build import constant, expression, statement, statements
+from distrun.convert.build import code_of, constant, expression, statement, statements
 from distrun.convert.context import Context
 from distrun.convert.idioms import method_name
 from distrun.convert.imports import after_first_imports, import_lines, imported_by
@@ -44,6 +45,8 @@ _SET_DEVICE = frozenset({"torch.cuda.set_device"})
 _DDP = frozenset({"torch.nn.parallel.DistributedDataParallel",
                   "torch.nn.parallel.distributed.DistributedDataParallel"})
 BACKEND = '"nccl" if torch.cuda.is_available() else "gloo"'
+_SYNC_BN = frozenset({"torch.nn.SyncBatchNorm.convert_sync_batchnorm",
+                      "torch.nn.modules.batchnorm.SyncBatchNorm.convert_sync_batchnorm"})
 
 
 def make_device_aware(ctx: Context, sources: Iterable[Place]) -> bool:
@@ -71,6 +74,8 @@ def make_device_aware(ctx: Context, sources: Iterable[Place]) -> bool:
             ctx.plan.change(call, "device.local_device", f"`{facts.code(call)}` -> "
                             f"`{n.device}`: the local rank's GPU, or the CPU without one")
             used = True
+        elif name in _SYNC_BN and args:
+            _sync_bn_on_gpu_only(ctx, call)
         elif method_name(call) == "cuda" and isinstance(call.func, cst.Attribute) and (
                 not args or from_rank(args[0].value)):
             used |= _to_device(ctx, call)
@@ -88,6 +93,20 @@ def _backend(ctx: Context, call: cst.Call) -> None:
     ctx.plan.rewrite(given.value, constant(expression(BACKEND)))
     ctx.plan.change(call, "device.backend", "NCCL only where there is CUDA: "
                     f"`{BACKEND}` (NCCL needs a GPU per process; gloo runs on the CPU)")
+
+
+def _sync_bn_on_gpu_only(ctx: Context, call: cst.Call) -> None:
+    """SyncBatchNorm runs on GPUs only (DDP refuses it on the CPU): converted when CUDA
+    is there, the model kept as it is otherwise."""
+    model = ctx.facts.code(positional(call)[0].value)
+
+    def rewrite(node: cst.CSTNode) -> cst.CSTNode:
+        return expression(f"({code_of(node)} if torch.cuda.is_available() else {model})")
+
+    ctx.need("torch", at=call)
+    ctx.plan.rewrite(call, rewrite)
+    ctx.plan.change(call, "device.local_device", "SyncBatchNorm only when there is CUDA "
+                    f"(it runs on GPUs only): `{model}` kept as it is on the CPU")
 
 
 def _set_device(ctx: Context, call: cst.Call) -> bool:

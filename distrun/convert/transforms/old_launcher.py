@@ -21,6 +21,7 @@ import libcst as cst
 from distrun.convert.analysis import Facts, keyword, positional, string_value
 from distrun.convert.build import append_keyword, code_of, expression
 from distrun.convert.context import Context, Transform
+from distrun.convert.idioms import train_loops
 from distrun.convert.models import find_models
 from distrun.convert.transforms.apex import migrate_apex
 from distrun.convert.transforms.device_aware import (
@@ -28,6 +29,7 @@ from distrun.convert.transforms.device_aware import (
     make_device_aware,
     place_names,
 )
+from distrun.convert.transforms.epochs import place_set_epoch
 
 FLAGS = ("--local_rank", "--local-rank")
 _APEX_DDP = "apex.parallel.DistributedDataParallel"
@@ -53,11 +55,7 @@ def plan_completion(ctx: Context) -> None:
     option = local_rank_option(facts)
     assert option is not None
     _local_rank_from_environment(ctx, option)
-    ctx.models = find_models(facts, ctx.flow)  # where the forward passes are, for autocast
-    migrate_apex(ctx)
-    for call in facts.calls:
-        if facts.call_name(call) == _APEX_DDP and positional(call):
-            _torch_ddp(ctx, call)
+    without_apex(ctx)
     sources = [p for node in facts.attributes if node.attr.value == "local_rank"
                and (p := ctx.flow.place_of(node)) is not None]
     device = make_device_aware(ctx, sources)
@@ -67,6 +65,16 @@ def plan_completion(ctx: Context) -> None:
 
 
 COMPLETE = Transform("complete", plan_completion)
+
+
+def without_apex(ctx: Context) -> None:
+    """apex amp and apex's DistributedDataParallel (both gone from apex) -> torch's."""
+    facts = ctx.facts
+    ctx.models = find_models(facts, ctx.flow)  # where the forward passes are, for autocast
+    migrate_apex(ctx)
+    for call in facts.calls:
+        if facts.call_name(call) == _APEX_DDP and positional(call):
+            _torch_ddp(ctx, call)
 
 
 def _local_rank_from_environment(ctx: Context, option: cst.Call) -> None:
@@ -123,7 +131,12 @@ def report_gaps(ctx: Context) -> None:
                          "`sampler=DistributedSampler(dataset, shuffle=True)`")
     elif not any(isinstance(c.func, cst.Attribute) and c.func.attr.value == "set_epoch"
                  for c in facts.calls):
-        ctx.plan.finding(samplers[0], "old_launcher.no_set_epoch",
-                         "the DistributedSampler never gets "
-                         "`set_epoch(epoch)`: every epoch replays the same order",
-                         "call `loader.sampler.set_epoch(epoch)` at the start of each epoch")
+        placed: set[tuple[int, str]] = set()
+        for loop in train_loops(facts):
+            place_set_epoch(ctx, loop.loop, loop.loader, facts.scope(loop.loop), 0, placed)
+        if not placed:
+            ctx.plan.finding(samplers[0], "old_launcher.no_set_epoch",
+                             "the DistributedSampler never gets "
+                             "`set_epoch(epoch)`: every epoch replays the same order",
+                             "call `loader.sampler.set_epoch(epoch)` at the start of each "
+                             "epoch")

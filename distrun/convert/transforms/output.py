@@ -2,6 +2,7 @@
 
 Rewrites:
   print(...) / logging.info(...) / logger.warning(...)   ->  if RANK == 0: <the same line>
+  sys.stdout.write(...) (a hand-made progress bar)        ->  if RANK == 0: <the same line>
   tqdm(iterable, ...)                                     ->  tqdm(iterable, ..., disable=RANK != 0)
   writer = SummaryWriter(...) / run = wandb.init(...)    ->  ... if RANK == 0 else None
   writer.add_scalar(...) / wandb.log(...) / save_image(...) / plt.savefig(...)
@@ -41,6 +42,9 @@ _LOGGING_SETUP = frozenset({"logging.config.dictConfig", "logging.config.fileCon
                             "logging.basicConfig"})
 _ERROR_LEVELS = frozenset({"error", "exception", "critical"})
 _EXITS = frozenset({"sys.exit", "exit", "quit", "os._exit"})
+# Progress written straight to the console (hand-made progress bars): output like print.
+_STREAM_WRITES = frozenset({"sys.stdout.write", "sys.stderr.write", "sys.stdout.flush",
+                            "sys.stderr.flush"})
 _RANK0_CALLS = frozenset({"wandb.log", "wandb.finish", "wandb.watch", "wandb.save",
                           "torchvision.utils.save_image", "matplotlib.pyplot.savefig",
                           "mlflow.log_metric", "mlflow.log_metrics", "mlflow.log_param"})
@@ -60,7 +64,7 @@ def plan_output(ctx: Context) -> None:
         func = call.func
         owner = dotted(func.value) if isinstance(func, cst.Attribute) else None
         attr = func.attr.value if isinstance(func, cst.Attribute) else None
-        if name == "print":
+        if name == "print" or name in _STREAM_WRITES:
             _guard(ctx, call, "print")
         elif name in _LOGGING_SETUP:
             if not _before_main_guard(ctx, call):  # guarding it there would move the set-up

@@ -30,7 +30,7 @@ from __future__ import annotations
 import libcst as cst
 
 from distrun.convert.analysis import Facts, keyword, positional
-from distrun.convert.build import expression
+from distrun.convert.build import constant, expression
 from distrun.convert.context import Context, Transform
 from distrun.convert.object_flow import Place
 from distrun.convert.syntax import string_value
@@ -40,7 +40,7 @@ from distrun.convert.transforms.device_aware import (
     make_device_aware,
     place_names,
 )
-from distrun.convert.transforms.old_launcher import report_gaps
+from distrun.convert.transforms.old_launcher import report_gaps, without_apex
 
 _RENDEZVOUS = ("MASTER_ADDR", "MASTER_PORT")
 
@@ -89,6 +89,8 @@ def plan_spawned(ctx: Context) -> None:
                     "processes (distrun launch --nproc-per-node N), each runs the worker once "
                     "with its rank and the job's size")
     _rendezvous_from_launcher(ctx)
+    _rank_and_size_from_launcher(ctx)
+    without_apex(ctx)
     params = worker.params.params
     sources = [Place(worker, params[0].name.value)] if params else []
     used = make_device_aware(ctx, sources)
@@ -128,3 +130,34 @@ def _rendezvous_from_launcher(ctx: Context) -> None:
             ctx.plan.change(call, "spawned.launcher_rendezvous", f"init_method "
                             f"{facts.code(method.value)} -> \"env://\": the launcher's "
                             "MASTER_ADDR and MASTER_PORT")
+
+
+_GROUP = {"torch.distributed.init_process_group": ("rank", "world_size"),
+          "torch.utils.data.distributed.DistributedSampler": ("rank", "num_replicas"),
+          "torch.utils.data.DistributedSampler": ("rank", "num_replicas")}
+
+
+def _rank_and_size_from_launcher(ctx: Context) -> None:
+    """The rank and the world size the process group and the samplers are given, when
+    the script computes them itself (`rank = args.nr * args.gpus + gpu`,
+    `args.world_size = args.gpus * args.nodes`, for nodes it starts by hand): the
+    launcher's RANK and WORLD_SIZE. A value received as a parameter already is (the
+    worker is called with them)."""
+    facts, flow, n = ctx.facts, ctx.flow, ctx.names
+    for call in facts.calls:
+        names = _GROUP.get(facts.call_name(call) or "")
+        if names is None:
+            continue
+        for key, value in zip(names, (n.rank, n.world_size), strict=True):
+            given = keyword(call, key)
+            if given is None:
+                continue
+            place = flow.place_of(flow.strip(given.value))
+            func = facts.function(call)
+            if place is not None and func is not None and place.scope is func \
+                    and place.code in facts.params(func, False):
+                continue  # passed in: from the worker's call, which has them
+            ctx.plan.rewrite(given.value, constant(cst.Name(value)))
+            ctx.plan.change(given, "spawned.launcher_rank", f"`{key}={facts.code(given.value)}` "
+                            f"-> `{key}={value}`: the launcher's, as every process of the job "
+                            "sees it")

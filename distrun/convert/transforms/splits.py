@@ -3,36 +3,42 @@
 A script that splits its data at random without a seed gets a different split on each
 rank: each rank's validation set then overlaps the other ranks' training data, and a
 DistributedSampler over "the" training set shards sets that differ. Made once, before
-the loaders (not in a loop), the choice is made with a fixed seed instead, the same on
-every rank, leaving the library's global random state as it was:
+the loaders (not in a loop), the choice is still drawn on every rank as the original
+draws it (the random state moves on as it did), then every rank takes rank 0's:
 
-    random_split(ds, [n1, n2])   ->  random_split(ds, [n1, n2],
-                                                  generator=torch.Generator().manual_seed(0))
-    torch.randperm(n)            ->  torch.randperm(n, generator=torch.Generator().manual_seed(0))
-    np.random.shuffle(idx)       ->  np.random.default_rng(0).shuffle(idx)
-    np.random.permutation(n)     ->  np.random.default_rng(0).permutation(n)
-    random.shuffle(idx)          ->  random.Random(0).shuffle(idx)
+    a, b = random_split(ds, [n1, n2])  ->  a, b = rank0_split(random_split(ds, [n1, n2]))
+    idx = torch.randperm(n)            ->  idx = rank0_value(torch.randperm(n))
+    idx = np.random.permutation(n)     ->  idx = rank0_value(np.random.permutation(n))
+    np.random.shuffle(idx)             ->  np.random.shuffle(idx)
+                                           idx[:] = rank0_value(idx)
+
+`rank0_value` broadcasts rank 0's object (`dist.broadcast_object_list`); `rank0_split`
+gives each part of a split rank 0's indices. Both are defined with the set-up, and give
+their argument back in a world of one. Rank 0 draws what the original draws from the
+same random state, so the conversion trains on the original's split.
 
 Only a choice made once: at the top level, or in a plain function (not a method: a
-Dataset's `__getitem__` draws per sample) called from one place outside any loop. Left
-alone: a call given its own generator, a script that seeds the library it uses (every
-rank then draws the same), a draw in a loop or in what runs many times (per-step
-randomness, per rank by design; a fresh seeded generator there would draw the same
-every time).
+Dataset's `__getitem__` draws per sample) called from one place that itself runs once,
+outside any loop (every rank reaches the broadcast together). Left alone: a call given
+its own generator, a script that seeds the library it uses (every rank then draws the
+same), a draw in a loop or in what runs many times (per-step randomness, per rank by
+design).
 """
 
 from __future__ import annotations
 
 import libcst as cst
 
-from distrun.convert.analysis import keyword
-from distrun.convert.build import append_keyword, expression
+from distrun.convert.analysis import dotted, keyword
+from distrun.convert.build import code_of, expression, statement
 from distrun.convert.context import Context
+from distrun.convert.names import Names
+from distrun.convert.transforms.rank0_values import helper_code as rank0_value_code
 
-_TORCH = {"torch.utils.data.random_split": "random_split",
-          "torch.utils.data.dataset.random_split": "random_split", "torch.randperm": "randperm"}
-_NUMPY = {"numpy.random.shuffle", "numpy.random.permutation"}
-_RANDOM = {"random.shuffle", "random.sample"}
+_SPLITS = {"torch.utils.data.random_split", "torch.utils.data.dataset.random_split"}
+_DRAWS = {"torch.randperm": "torch", "numpy.random.permutation": "numpy",
+          "random.sample": "random"}
+_SHUFFLES = {"numpy.random.shuffle": "numpy", "random.shuffle": "random"}
 _SEEDS = {
     "torch": {"torch.manual_seed", "torch.random.manual_seed"},
     "numpy": {"numpy.random.seed"},
@@ -42,39 +48,71 @@ _SEEDS = {
 _SEED_ALL = {"lightning.seed_everything", "pytorch_lightning.seed_everything",
              "lightning.pytorch.seed_everything", "transformers.set_seed",
              "accelerate.utils.set_seed", "lightning_fabric.seed_everything"}
-_GENERATOR = "torch.Generator().manual_seed(0)"
 
 
 def same_splits(ctx: Context) -> None:
-    """Each unseeded random choice of data made outside a loop: a fixed seed instead."""
+    """Each unseeded random choice of data made once: rank 0's on every rank."""
     facts = ctx.facts
     seeded = {library for library, seeds in _SEEDS.items()
               if any(facts.call_name(c) in seeds | _SEED_ALL for c in facts.calls)}
     for call in facts.calls:
         name = facts.call_name(call) or ""
-        library = "torch" if name in _TORCH else "numpy" if name in _NUMPY \
-            else "random" if name in _RANDOM else None
+        library = "torch" if name in _SPLITS else _DRAWS.get(name) or _SHUFFLES.get(name)
         if library is None or library in seeded or keyword(call, "generator") is not None:
             continue
         if not _made_once(ctx, call):
             continue
-        if library == "torch":
-            ctx.plan.rewrite(call, lambda n: append_keyword(
-                cst.ensure_type(n, cst.Call), "generator", expression(_GENERATOR)))
-            new = f"{facts.code(call.func)}(..., generator={_GENERATOR})"
-        elif not isinstance(call.func, cst.Attribute):
-            continue  # `from numpy.random import shuffle`: no module to reach the rng
+        if name in _SHUFFLES:
+            _shuffled(ctx, call)
         else:
-            module = facts.code(call.func.value)
-            method = call.func.attr.value
-            rng = f"{module}.default_rng(0)" if library == "numpy" else f"{module}.Random(0)"
-            ctx.plan.rewrite(call.func, lambda _n, code=f"{rng}.{method}": expression(
-                code))  # type: ignore[misc]
-            new = f"{rng}.{method}(...)"
-        ctx.plan.change(call, "data.same_split", f"`{facts.code(call.func)}(...)` draws "
-                        f"without a seed: each rank would choose other data (a validation "
-                        f"set overlapping another rank's training set); `{new}` makes the "
-                        "same choice on every rank")
+            _drawn(ctx, call, "rank0_split" if name in _SPLITS else "rank0_value")
+
+
+def _drawn(ctx: Context, call: cst.Call, helper: str) -> None:
+    """`rank0_value(<draw>)`, `rank0_split(<split>)`."""
+    n = ctx.names
+    name = n.rank0_value if helper == "rank0_value" else n.rank0_split
+    _define(ctx, call, helper, name)
+    ctx.plan.rewrite(call, lambda node: expression(f"{name}({code_of(node)})"))
+    _report(ctx, call, f"`{name}({ctx.facts.code(call.func)}(...))`")
+
+
+def _shuffled(ctx: Context, call: cst.Call) -> None:
+    """An in-place shuffle: every rank shuffles, then takes rank 0's order."""
+    stmt = ctx.facts.statement(call)
+    shuffled = dotted(call.args[0].value) if call.args else None
+    if not isinstance(stmt, cst.SimpleStatementLine) or shuffled is None:
+        return
+    n = ctx.names
+    _define(ctx, call, "rank0_value", n.rank0_value)
+    line = f"{shuffled}[:] = {n.rank0_value}({shuffled})"
+    ctx.plan.insert_after(stmt, [statement(line + "\n")])
+    _report(ctx, call, f"`{line}` after it")
+
+
+def _report(ctx: Context, call: cst.Call, how: str) -> None:
+    ctx.plan.change(call, "data.same_split", f"`{ctx.facts.code(call.func)}(...)` draws "
+                    "without a seed: each rank would choose other data (a validation set "
+                    f"overlapping another rank's training set); {how}: every rank takes "
+                    "rank 0's choice")
+
+
+def _define(ctx: Context, at: cst.CSTNode, helper: str, name: str) -> None:
+    ctx.need("dist", at=at)
+    ctx.define_helper("rank0_value", at, rank0_value_code(ctx.names))
+    if helper == "rank0_split":
+        ctx.define_helper("rank0_split", at, _split_code(ctx.names, name))
+
+
+def _split_code(n: Names, name: str) -> str:
+    return f'''
+
+def {name}(subsets):
+    """distrun: every rank takes rank 0's random split (the same samples in each part)."""
+    for subset, indices in zip(subsets, {n.rank0_value}([s.indices for s in subsets])):
+        subset.indices = indices
+    return subsets
+'''
 
 
 def _made_once(ctx: Context, node: cst.CSTNode, depth: int = 4) -> bool:
