@@ -92,6 +92,8 @@ _RULES: tuple[tuple[str, str], ...] = (
      "it)."),
     ("model.dataparallel_module", "`model.module` reads the model itself once "
      "DataParallel is gone."),
+    ("model.dataparallel_keys", "A state read through a removed DataParallel wrapper "
+     "keeps its `module.` keys; one loaded into it loses them."),
     ("model.dataparallel_type_check", "`DataParallel` in a type check becomes DDP."),
     ("model.sync_bn", "--sync-bn: BatchNorm layers become SyncBatchNorm on GPU."),
     ("model.not_found", "No model found: no optimizer is built from a model's "

@@ -33,6 +33,7 @@ from distrun.convert.context import Context, Transform
 from distrun.convert.edits import Plan
 from distrun.convert.idioms import DATA_PARALLEL
 from distrun.convert.models import find_models
+from distrun.convert.object_flow import Place
 from distrun.convert.transforms import wrap
 
 
@@ -74,6 +75,7 @@ def _plan_data_parallel(ctx: Context) -> bool:
     """DataParallel removed or replaced; True if a model's DataParallel wrap was removed."""
     facts, plan, flow = ctx.facts, ctx.plan, ctx.flow
     removed = False
+    wrapped_at: list[tuple[cst.CSTNode, Place]] = []  # where a model's DataParallel was
     for call in facts.calls:
         if facts.call_name(call) not in DATA_PARALLEL:
             continue
@@ -91,16 +93,54 @@ def _plan_data_parallel(ctx: Context) -> bool:
             plan.change(call, "model.dataparallel", f"removed `{facts.code(call)}`: torch's "
                         "DistributedDataParallel replaces it")
             removed = True
+            if inner_place is not None:
+                wrapped_at.append((stmt, inner_place))
         elif args and (is_model or not ctx.models):
             plan.rewrite(call, lambda node: node.args[0].value.with_changes())  # type: ignore[attr-defined]
             plan.change(call, "model.dataparallel", "removed the `nn.DataParallel(...)` wrapper: "
                         "DistributedDataParallel replaces it")
             removed = True
+            holder = assign.targets[0].target if isinstance(assign, cst.Assign) and len(
+                assign.targets) == 1 else None
+            place = flow.place_of(holder) if holder is not None else None
+            if stmt is not None and place is not None:
+                wrapped_at.append((stmt, place))
         else:
             plan.rewrite(call, _to_ddp(ctx, call))
             plan.change(call, "model.dataparallel", "`nn.DataParallel(...)` -> `DDP(...)`")
     _type_checks(ctx)
+    _keep_dataparallel_keys(ctx, wrapped_at)
     return removed
+
+
+def _keep_dataparallel_keys(ctx: Context, wrapped_at: list[tuple[cst.CSTNode, Place]]) -> None:
+    """The state of a model read through its DataParallel wrapper (the very name the
+    wrapper was bound to, after that; not `model.module` or an unwrapped alias) had
+    `module.` keys: the converted run saves the same keys (the project's own tools load
+    them), and loads such a state into the model itself."""
+    facts, flow, plan = ctx.facts, ctx.flow, ctx.plan
+    for call in facts.calls:
+        method = call.func.attr.value if isinstance(call.func, cst.Attribute) else None
+        if method not in ("state_dict", "load_state_dict") or not isinstance(
+                call.func, cst.Attribute):
+            continue
+        place = flow.place_of(call.func.value)
+        after = any(place == wrapped and (
+            facts.scope(call) is not facts.scope(stmt) or facts.line(call) > facts.line(stmt))
+            for stmt, wrapped in wrapped_at)
+        if not after:
+            continue
+        if method == "state_dict":
+            plan.rewrite(call, lambda node: expression(
+                f'{{"module." + key: value for key, value in {code_of(node)}.items()}}'))
+            plan.change(call, "model.dataparallel_keys", f"`{facts.code(call)}` read the "
+                        "DataParallel wrapper's state, keys `module.*`: kept so (the "
+                        "checkpoint loads where the original's did)")
+        elif call.args:
+            plan.rewrite(call, _strip_module_keys)
+            plan.change(call, "model.dataparallel_keys", f"`{facts.code(call.func)}(...)` "
+                        "loaded into the DataParallel wrapper (keys `module.*`): they go into "
+                        "the model itself without the prefix")
 
 
 def _type_checks(ctx: Context) -> None:
@@ -169,3 +209,11 @@ def _remove_statement(facts: Facts, plan: Plan, stmt: cst.BaseStatement,
         plan.remove(small)
 
 
+def _strip_module_keys(node: cst.CSTNode) -> cst.CSTNode:
+    """`m.load_state_dict(state, ...)` -> the same with `module.` taken off the keys (the
+    state as it is after its own rewrites: a `map_location` added, say)."""
+    assert isinstance(node, cst.Call) and node.args
+    first = node.args[0]
+    stripped = expression(f'{{key.removeprefix("module."): value for key, value in '
+                          f'{code_of(first.value)}.items()}}')
+    return node.with_changes(args=[first.with_changes(value=stripped), *node.args[1:]])
