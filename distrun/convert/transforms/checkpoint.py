@@ -23,6 +23,7 @@ from distrun.convert.context import Context, Transform
 def plan_checkpoints(ctx: Context) -> None:
     facts, plan = ctx.facts, ctx.plan
     rank, dev = ctx.names.rank, ctx.names.device
+    waits: set[cst.CSTNode] = set()  # statements a barrier already follows
     for call in facts.calls:
         name = facts.call_name(call)
         if name == "torch.save":
@@ -38,9 +39,15 @@ def plan_checkpoints(ctx: Context) -> None:
                 assert stmt is not None
                 plan.rewrite(stmt, lambda n: guard_rank0(n, rank))
                 barrier = ctx.target.barrier(ctx, at=call)
-                plan.insert_after(stmt, [statement(f"{barrier}\n")])
+                after = every_rank_reaches(facts, stmt)
+                if after not in waits:
+                    waits.add(after)
+                    plan.insert_after(after, [statement(f"{barrier}\n")])
+                where = "" if after is stmt else (
+                    f", after the `if` of line {facts.line(after)} (a point every rank "
+                    "reaches, whichever branch it takes)")
                 plan.change(call, "checkpoint.rank0_save", "checkpoint saved by rank 0 only, then "
-                            f"`{barrier}` so no rank reads it before it is written")
+                            f"`{barrier}`{where} so no rank reads it before it is written")
             else:
                 plan.finding(call, "checkpoint.rank0_save",
                              "`torch.save` not alone on its line: every "
@@ -56,6 +63,20 @@ def plan_checkpoints(ctx: Context) -> None:
 
 
 TRANSFORM = Transform("checkpoint", plan_checkpoints)
+
+
+def every_rank_reaches(facts: Facts, stmt: cst.CSTNode) -> cst.CSTNode:
+    """The statement after which a collective can follow `stmt` so that every rank meets
+    it: `stmt` itself, or the outermost `if` around it in its loop or function (ranks may
+    take different branches: a validation loss that differs, a file one rank sees)."""
+    found = stmt
+    for node in facts.ancestors(stmt):
+        if isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.For, cst.While, cst.Try,
+                             cst.Module)):
+            break
+        if isinstance(node, cst.If) and not isinstance(facts.parent.get(node), cst.If):
+            found = node  # an `elif` is the orelse of its `if`: its head is the statement
+    return found
 
 
 def file_opened_around(facts: Facts, stmt: cst.CSTNode) -> cst.With | None:
