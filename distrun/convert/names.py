@@ -23,7 +23,8 @@ _MODULES = {
 
 
 _FIXED = ("local_rank", "rank", "world_size", "device", "dist", "ddp", "sampler", "gc", "os",
-          "contextlib", "accelerator", "rank0_value", "rank0_split", "shard_loader", "auto_epoch")
+          "contextlib", "accelerator", "rank0_value", "rank0_split", "shard_loader", "auto_epoch",
+          "rank_share")
 
 
 @dataclass
@@ -43,6 +44,7 @@ class Names:
     rank0_split: str = "rank0_split"
     shard_loader: str = "shard_loader"
     auto_epoch: str = "AutoEpochSampler"
+    rank_share: str = "RankShareSampler"
     taken: set[str] = field(default_factory=set, repr=False)
     made: list[str] = field(default_factory=list, repr=False)  # what `fresh` returned
 

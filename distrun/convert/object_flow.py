@@ -170,6 +170,11 @@ class Flow:
             base = self.base_class(cls) if cls is not None else None
             method = self.method(base, func.attr.value) if base is not None else None
             return (method, True) if method is not None else None
+        if isinstance(func.value, cst.Call):  # `Trainer(...).fit()`
+            made = self.facts.local_definition(func.value)
+            method = self.method(made, func.attr.value) if isinstance(made, cst.ClassDef) \
+                else None
+            return (method, True) if method is not None else None
         place = self.place_of(func.value)
         for cls in self.instances(place) if place is not None else ():
             method = self.method(cls, func.attr.value)

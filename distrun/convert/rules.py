@@ -66,6 +66,8 @@ _RULES: tuple[tuple[str, str], ...] = (
      "draws its own share from a generator seeded with its rank."),
     ("data.same_split", "A random split of the data made without a seed gets a fixed one, "
      "the same on every rank."),
+    ("data.share_sampler", "A training loader's own sampler (SubsetRandomSampler...): "
+     "every rank draws its order alike and takes its share."),
     ("data.own_sampler", "A training DataLoader with its own sampler was not sharded."),
     ("data.iterable_dataset", "A DataLoader over an IterableDataset was not sharded."),
     ("data.mixed_helper", "A helper builds training and evaluation loaders: the training "

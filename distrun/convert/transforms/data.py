@@ -32,7 +32,11 @@ from distrun.convert.idioms import (
     unwrap_iter,
 )
 from distrun.convert.transforms.epochs import place_set_epoch, set_epoch_on_new_iterators
-from distrun.convert.transforms.rebuild import draw_per_rank, rebuild_unseen_loaders
+from distrun.convert.transforms.rebuild import (
+    draw_per_rank,
+    rebuild_unseen_loaders,
+    share_sampler,
+)
 from distrun.convert.transforms.splits import same_splits
 
 _LOADER_PARAMS = [
@@ -189,6 +193,11 @@ def _add_sampler(ctx: Context, call: cst.Call, why: str) -> bool:
     given = keyword(call, "sampler")
     if given is not None and isinstance(given.value, cst.Call) and draw_per_rank(ctx, given.value):
         return False  # each rank draws its own: no DistributedSampler, no set_epoch
+    if given is not None and ctx.target.take_loader(ctx, call, why):
+        return True  # accelerate shards a loader's own sampler itself
+    if given is not None and share_sampler(ctx, call, given.value):
+        ctx.train_loaders.append(call)
+        return True
     if given or keyword(call, "batch_sampler") or len(positional(call)) > 3:
         plan.finding(call, "data.own_sampler", "this training DataLoader already has a sampler: "
                      "it was not sharded, so every rank reads the whole dataset",

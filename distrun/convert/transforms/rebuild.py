@@ -160,6 +160,72 @@ def draw_per_rank(ctx: Context, sampler: cst.Call) -> bool:
     return True
 
 
+_SHAREABLE = frozenset({
+    "torch.utils.data.SubsetRandomSampler", "torch.utils.data.sampler.SubsetRandomSampler",
+    "torch.utils.data.RandomSampler", "torch.utils.data.sampler.RandomSampler",
+    "torch.utils.data.SequentialSampler", "torch.utils.data.sampler.SequentialSampler",
+})
+
+
+def share_sampler(ctx: Context, loader: cst.Call, sampler: cst.BaseExpression) -> bool:
+    """A training loader given a sampler of torch's that draws without replacement
+    (`SubsetRandomSampler(train_idx)`, `RandomSampler(ds)`): every rank draws the same
+    order (seeded with the epoch), then takes every WORLD_SIZE-th index of it. True if
+    done (the sampler, or the name it is bound to, is one of those)."""
+    facts, n = ctx.facts, ctx.names
+    made = sampler
+    if isinstance(sampler, cst.Name):
+        values = [a.value for a in facts.assigns if isinstance(a, cst.Assign) and any(
+            isinstance(t.target, cst.Name) and t.target.value == sampler.value
+            for t in a.targets) and facts.scope(a) is facts.scope(loader)]
+        made = values[0] if len(values) == 1 else sampler
+    if not isinstance(made, cst.Call) or facts.call_name(made) not in _SHAREABLE:
+        return False
+    replacement = keyword(made, "replacement")
+    if replacement is not None and dotted(replacement.value) != "False":
+        return False
+    ctx.need("torch", "dist", at=loader)
+    ctx.define_helper("rank_share", loader, share_code(n))
+    ctx.plan.rewrite(sampler, lambda node: expression(f"{n.rank_share}({code_of(node)})"))
+    ctx.plan.change(loader, "data.share_sampler", f"the loader's own sampler "
+                    f"`{facts.code(made.func)}(...)` -> `{n.rank_share}(...)`: every rank "
+                    "draws its order alike (seeded with the epoch) and takes every "
+                    "WORLD_SIZE-th index of it. Each rank now reads 1/WORLD_SIZE of the "
+                    "data: the global batch is batch_size x WORLD_SIZE")
+    ctx.plan.shards_batches(loader)
+    return True
+
+
+def share_code(n: Names) -> str:
+    return f'''
+
+class {n.rank_share}(torch.utils.data.Sampler):
+    """distrun: `sampler`'s order drawn alike on every rank (its generator seeded with the
+    epoch), each rank taking every WORLD_SIZE-th index, padded to equal shares."""
+
+    def __init__(self, sampler, seed=0):
+        self.sampler, self.seed, self.epoch = sampler, seed, 0
+
+    def set_epoch(self, epoch):
+        self.epoch = epoch
+
+    def __iter__(self):
+        if hasattr(self.sampler, "generator"):
+            self.sampler.generator = torch.Generator().manual_seed(self.seed + self.epoch)
+        indices = list(self.sampler)
+        self.epoch += 1  # the next pass draws another order, set_epoch or not
+        world = {n.dist}.get_world_size() if {n.dist}.is_initialized() else 1
+        rank = {n.dist}.get_rank() if {n.dist}.is_initialized() else 0
+        share = -(-len(indices) // world)
+        indices += (indices * world)[:share * world - len(indices)]
+        return iter(indices[rank:share * world:world])
+
+    def __len__(self):
+        world = {n.dist}.get_world_size() if {n.dist}.is_initialized() else 1
+        return -(-len(self.sampler) // world)
+'''
+
+
 def helper_code(n: Names) -> str:
     return f'''
 

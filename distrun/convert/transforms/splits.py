@@ -17,9 +17,10 @@ gives each part of a split rank 0's indices. Both are defined with the set-up, a
 their argument back in a world of one. Rank 0 draws what the original draws from the
 same random state, so the conversion trains on the original's split.
 
-Only a choice made once: at the top level, or in a plain function (not a method: a
-Dataset's `__getitem__` draws per sample) called from one place that itself runs once,
-outside any loop (every rank reaches the broadcast together). Left alone: a call given
+Only a choice made once: at the top level, or in a function or method called from one
+place that itself runs once, outside any loop (every rank reaches the broadcast
+together); never in a Dataset's, Sampler's or Module's methods, nor in a special method
+(they run per sample, per batch). Left alone: a call given
 its own generator, a script that seeds the library it uses (every rank then draws the
 same), a draw in a loop or in what runs many times (per-step randomness, per rank by
 design).
@@ -124,7 +125,18 @@ def _made_once(ctx: Context, node: cst.CSTNode, depth: int = 4) -> bool:
     func = facts.function(node)
     if func is None:
         return True
-    if facts.enclosing_class(func) is not None or depth == 0:
+    cls = facts.enclosing_class(func)
+    if depth == 0 or cls is not None and (_per_item(ctx, cls) or func.name.value.startswith(
+            "__") or func.name.value == "forward"):
         return False
     sites = ctx.flow.call_sites(func)
     return len(sites) == 1 and _made_once(ctx, sites[0][0], depth - 1)
+
+
+def _per_item(ctx: Context, cls: cst.ClassDef) -> bool:
+    """Is `cls` a Dataset, Sampler or Module (its methods run per sample, per batch)?"""
+    for base in cls.bases:
+        name = ctx.facts.qualname(base.value) or ""
+        if name.endswith(("Dataset", "Sampler", "Module")):
+            return True
+    return False

@@ -1,0 +1,99 @@
+"""Issue 25's classes, end to end, on a script of ours in the styles the public projects
+showed: a Solver that builds its model lazily (`self.model = None` in `__init__`,
+`build_model()` from `run()`) with a loss module beside it (classes 1 and 2), a split
+made with an unseeded `np.random.shuffle` (class 5) and handed to the loader as a
+`SubsetRandomSampler` (class 4). The original on 1 process (batch 32: the whole training
+split, one batch per epoch) against the conversion on 2 processes (16 per rank), under
+the projects' shim with DISTRUN_SHIM_SEED_BY_RANK=1: every rank draws its own random
+numbers, as a real run of an unseeded script does (rank 0 as the original). Before
+issue 25 the conversion crashed on `DDP(None)`; once it did not, each rank would have
+trained on its own split."""
+
+from __future__ import annotations
+
+import os
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+import torch
+
+from tests.conftest import ROOT, distrun, run_cmd
+
+pytestmark = pytest.mark.e2e
+
+SOLVER = textwrap.dedent('''\
+    import os
+
+    import numpy as np
+    import torch
+    import torch.nn as nn
+    from torch.utils.data import DataLoader, SubsetRandomSampler, TensorDataset
+
+
+    class Solver(object):
+        def __init__(self, batch_size):
+            self.model = None
+            self.criterion = None
+            self.optimizer = None
+            self.batch_size = batch_size
+
+        def build_model(self):
+            torch.manual_seed(0)
+            self.model = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 1))
+            self.criterion = nn.MSELoss()
+            self.optimizer = torch.optim.SGD(self.model.parameters(), lr=0.1, momentum=0.9)
+
+        def build_data(self):
+            gen = torch.Generator().manual_seed(1)
+            data = TensorDataset(torch.randn(40, 4, generator=gen), torch.randn(40, 1, generator=gen))
+            indices = list(range(len(data)))
+            np.random.shuffle(indices)
+            train_idx, valid_idx = indices[:32], indices[32:]
+            self.loader = DataLoader(data, batch_size=self.batch_size,
+                                     sampler=SubsetRandomSampler(train_idx))
+            self.valid = DataLoader(data, batch_size=8, sampler=SubsetRandomSampler(valid_idx))
+
+        def train(self):
+            for x, y in self.loader:
+                self.optimizer.zero_grad()
+                loss = self.criterion(self.model(x), y)
+                loss.backward()
+                self.optimizer.step()
+
+        def run(self, epochs):
+            self.build_data()
+            self.build_model()
+            for epoch in range(epochs):
+                self.train()
+            torch.save(self.model.state_dict(), os.environ["OUT_PATH"])
+
+
+    if __name__ == "__main__":
+        Solver(int(os.environ["BATCH_SIZE"])).run(4)
+    ''')
+
+
+def test_a_lazy_solver_with_a_sampled_unseeded_split_trains_like_the_original(
+        tmp_path: Path) -> None:
+    (tmp_path / "solver.py").write_text(SOLVER)
+    shim = {"PYTHONPATH": os.pathsep.join([str(ROOT / "tests" / "projects" / "shim"),
+                                            os.environ.get("PYTHONPATH", "")]),
+            "DISTRUN_SHIM_SEED_BY_RANK": "1"}
+    single = run_cmd([sys.executable, "solver.py"], cwd=tmp_path,
+                     env={**shim, "BATCH_SIZE": "32", "OUT_PATH": "single.pt"})
+    assert single.returncode == 0, single.stderr
+    converted = distrun("convert", "solver.py", cwd=tmp_path)
+    assert converted.returncode == 0, converted.stdout + converted.stderr
+    report = converted.stdout
+    for rule in ("data.same_split", "data.share_sampler", "model.wrap"):
+        assert rule in report, rule
+    assert "ddp_criterion" not in (tmp_path / "solver_ddp.py").read_text()
+    two = distrun("launch", "--nproc-per-node", "2", "--check", "solver_ddp.py", cwd=tmp_path,
+                  env={**shim, "BATCH_SIZE": "16", "OUT_PATH": "two.pt"})
+    assert two.returncode == 0, two.stdout + two.stderr
+    expected, got = torch.load(tmp_path / "single.pt"), torch.load(tmp_path / "two.pt")
+    assert sorted(expected) == sorted(got)
+    for key, value in expected.items():
+        assert torch.allclose(value, got[key], atol=1e-5), key
