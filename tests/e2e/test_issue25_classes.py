@@ -47,7 +47,8 @@ SOLVER = textwrap.dedent('''\
 
         def build_data(self):
             gen = torch.Generator().manual_seed(1)
-            data = TensorDataset(torch.randn(40, 4, generator=gen), torch.randn(40, 1, generator=gen))
+            data = TensorDataset(torch.randn(40, 4, generator=gen),
+                                 torch.randn(40, 1, generator=gen))
             indices = list(range(len(data)))
             np.random.shuffle(indices)
             train_idx, valid_idx = indices[:32], indices[32:]
