@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from distrun.cli.term import paint
+from distrun.convert.rules import RULES
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -53,12 +54,18 @@ def summary(result: ConvertResult, filename: str, written: str | None) -> str:
     warnings = sum(1 for f in result.findings if f.severity != "info")
     if result.status == "already-distributed":
         return f"{filename}: already distributed, nothing to do"
+    if result.status == "unsupported" and any(RULES[f.rule].blocks for f in result.findings):
+        return (f"{filename}: not converted, nothing written: it would train wrong where the "
+                "errors above say (fix them, or convert with --partial to write the rest)")
     if result.status == "unsupported":
         return f"{filename}: not converted, nothing written (the reason is above)"
     if not result.changed:
         return f"{filename}: nothing to convert"
     where = f" -> {written}" if written else ""
     counts = f"{_count(len(result.changes), 'change')}, {_count(warnings, 'warning')}"
+    unresolved = sum(1 for f in result.findings if RULES[f.rule].blocks)
+    if unresolved:
+        counts = f"PARTIAL ({_count(unresolved, 'error')} unresolved), " + counts
     return f"{filename}{where}: {counts}"
 
 
@@ -70,7 +77,12 @@ def next_steps(result: ConvertResult, written: str, gpus: int) -> list[str]:
     launcher = [] if result.launcher == "torchrun" else ["--launcher", result.launcher]
     nproc = "gpu" if gpus else "2"
     where = f"one process per GPU ({gpus} here)" if gpus else "2 processes on this CPU"
-    command = shlex.join(["distrun", "launch", "--nproc-per-node", nproc, *launcher, written])
+    partial = any(RULES[f.rule].blocks for f in result.findings)
+    check = ["--check"] if partial else []  # what is unresolved shows in its first steps
+    command = shlex.join(["distrun", "launch", *check, "--nproc-per-node", nproc, *launcher,
+                          written])
+    if partial:
+        where += "; --check: what is left unresolved above may show in its first steps"
     lines = [f"next: {command}   # {where}"]
     if result.batch_note:
         lines.append(f"batch: {result.batch_note}")

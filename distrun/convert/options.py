@@ -28,6 +28,7 @@ class ConvertOptions:
     zero: int = 2  # deepspeed: the ZeRO stage
     offload_optimizer: str = "none"  # deepspeed: "cpu" keeps the optimizer's state in RAM
     shard: str = "auto"  # fsdp: the block classes sharded one by one ("auto": found)
+    partial: bool = False  # write the result even if a model or training data is left as is
 
 
 @dataclass(frozen=True)
@@ -79,6 +80,9 @@ OPTIONS: tuple[Option, ...] = (
            metavar="auto|CLASS,...", only_for="fsdp"),
     Option("--grad-accum-no-sync", "grad_accum_no_sync", "Skip the gradient all-reduce on "
            "micro-batches that do not step the optimizer (model.no_sync())."),
+    Option("--partial", "partial", "Write the result even when a model is left unwrapped or "
+           "training data unsharded (otherwise exit 4, nothing written); the file then starts "
+           "with a comment listing what is unresolved."),
 )
 
 

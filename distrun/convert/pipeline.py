@@ -10,6 +10,8 @@ new code uses.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from distrun.convert import imported_modules
 from distrun.convert.analysis import Facts, ModuleInfo
 from distrun.convert.apply import apply
@@ -20,6 +22,7 @@ from distrun.convert.idioms import DATALOADER, is_backward, is_optimizer
 from distrun.convert.names import Names
 from distrun.convert.options import ConvertOptions
 from distrun.convert.report import ConvertResult, Finding, Status
+from distrun.convert.rules import RULES
 from distrun.convert.targets import target_for
 from distrun.convert.transforms import PIPELINE, old_launcher, spawned
 from distrun.convert.transforms.detect import already_distributed, spawns_processes
@@ -62,6 +65,39 @@ def run(modules: list[ModuleInfo], options: ConvertOptions) -> list[ConvertResul
             if output != source else None
         if broken is not None:
             return _unchanged(facts, target.launcher, "unsupported", broken, info)
+    return _resolved(facts, ctx, results)
+
+
+def _resolved(facts: Facts, ctx: Context, results: list[ConvertResult]
+              ) -> list[ConvertResult]:
+    """The results, if no model is left unwrapped and no training data unsharded (the
+    blocking findings, `rules.BLOCKING`). Else every module unchanged with those findings
+    as errors (exit 4, nothing written); with --partial, the results with those errors,
+    the entry's text starting with the list of them."""
+    unresolved = [(info, f) for info, r in zip(facts.modules, results, strict=True)
+                  for f in r.findings if RULES[f.rule].blocks and f.severity != "info"]
+    if not unresolved or ctx.entry_is_library:
+        return results
+    for result in results:
+        result.findings = [replace(f, severity="error") if RULES[f.rule].blocks
+                           and f.severity != "info" else f for f in result.findings]
+    if not ctx.options.partial:
+        return [ConvertResult(r.source, r.source, "unsupported" if info.is_entry or any(
+                                  f.severity == "error" for f in r.findings)
+                              else "nothing-to-do",
+                              findings=r.findings,
+                              launcher=r.launcher)
+                for info, r in zip(facts.modules, results, strict=True)]
+    entry = results[0]
+    head = ["# distrun: PARTIAL conversion (--partial): what is below trains wrong until",
+            "# these are fixed by hand (see the report, `distrun convert --help`):"]
+    head += [f"#   {info.path}:{f.line}: {f.message[:150]}" for info, f in unresolved]
+    lines = entry.output.splitlines(keepends=True)
+    keep = 0  # a `#!` line and an encoding declaration stay first
+    while keep < min(2, len(lines)) and (lines[keep].startswith("#!") or (
+            lines[keep].startswith("#") and "coding" in lines[keep])):
+        keep += 1
+    entry.output = "".join(lines[:keep]) + "\n".join(head) + "\n" + "".join(lines[keep:])
     return results
 
 

@@ -22,6 +22,17 @@ from dataclasses import dataclass
 class Rule:
     id: str
     summary: str  # what the rule does (a change) or reports (a finding), one sentence
+    # reported, the conversion would train wrong (a model not wrapped, training data not
+    # sharded): an error, nothing written unless --partial
+    blocks: bool = False
+
+
+# The findings that leave a model unwrapped or the training data unsharded.
+BLOCKING = frozenset({
+    "model.not_found", "model.no_forward", "model.unnamed_forward", "model.not_set",
+    "model.no_wrapper_here", "data.no_loader", "data.own_sampler", "data.iterable_dataset",
+    "data.unnamed_dataset", "data.unknown_loader", "old_launcher.no_sampler",
+})
 
 
 _RULES: tuple[tuple[str, str], ...] = (
@@ -267,7 +278,8 @@ _RULES: tuple[tuple[str, str], ...] = (
      "tensor."),
 )
 
-RULES: dict[str, Rule] = {rule_id: Rule(rule_id, summary) for rule_id, summary in _RULES}
+RULES: dict[str, Rule] = {rule_id: Rule(rule_id, summary, rule_id in BLOCKING)
+                          for rule_id, summary in _RULES}
 
 
 def check(rule_id: str) -> str:
@@ -289,7 +301,9 @@ def markdown() -> str:
         if head != family:
             family = head
             lines += [f"## {family}", "", "| id | what it does or reports |", "|---|---|"]
-        lines.append(f"| `{rule.id}` | {rule.summary} |")
+        blocks = " **Blocks the conversion** (exit 4) unless `--partial`." if rule.blocks \
+            else ""
+        lines.append(f"| `{rule.id}` | {rule.summary}{blocks} |")
         nxt = list(RULES).index(rule.id) + 1
         if nxt == len(RULES) or list(RULES)[nxt].split(".", 1)[0] != family:
             lines.append("")

@@ -205,10 +205,10 @@ def test_a_convert_report_colours_severities_and_fixes_only_when_colour_is_on(
     shutil.copy(ROOT / "tests/convert/fixtures/hazards/batchnorm_download_iterable.py",
                 tmp_path / "train.py")
     plain = distrun("convert", "train.py", "-o", "out.py", cwd=tmp_path, env=_clean_env())
-    assert "train.py:7: warning: `Stream` is an IterableDataset" in plain.stdout
+    assert "train.py:10: warning: `Stream` is an IterableDataset" in plain.stdout
     assert ANSI not in plain.stdout
     coloured = distrun("convert", "train.py", "-o", "out2.py", cwd=tmp_path,
                        env={"FORCE_COLOR": "1", "NO_COLOR": ""})
-    assert "train.py:7: \x1b[33m\x1b[1mwarning:\x1b[0m `Stream`" in coloured.stdout
+    assert "train.py:10: \x1b[33m\x1b[1mwarning:\x1b[0m `Stream`" in coloured.stdout
     assert "\n    \x1b[32mfix:\x1b[0m in __iter__" in coloured.stdout
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import textwrap
 
-from distrun.convert import convert_source
+from distrun.convert import ConvertOptions, convert_source
 
 WORKER = """\
 import torch
@@ -56,7 +56,7 @@ def test_hogwild_processes_without_a_process_group_stay_refused() -> None:
 def test_a_world_size_given_by_name_becomes_the_launchers() -> None:
     source = WORKER + "\n\nif __name__ == '__main__':\n    n = torch.cuda.device_count()\n" \
         "    mp.spawn(main, args=(n,), nprocs=n)\n"
-    result = convert_source(source, "t.py")
+    result = convert_source(source, "t.py", ConvertOptions(partial=True))  # no sampler
     assert result.status == "converted"
     assert "    main(RANK, WORLD_SIZE)\n" in result.output
     assert "mp.spawn" not in result.output
