@@ -19,12 +19,13 @@ _MODULES = {
     "gc": "gc",
     "os": "os",
     "contextlib": "contextlib",
+    "itertools": "itertools",
 }
 
 
 _FIXED = ("local_rank", "rank", "world_size", "device", "dist", "ddp", "sampler", "gc", "os",
           "contextlib", "accelerator", "rank0_value", "rank0_split", "shard_loader", "auto_epoch",
-          "rank_share")
+          "rank_share", "itertools", "rank_batches")
 
 
 @dataclass
@@ -45,6 +46,8 @@ class Names:
     shard_loader: str = "shard_loader"
     auto_epoch: str = "AutoEpochSampler"
     rank_share: str = "RankShareSampler"
+    itertools: str = "itertools"
+    rank_batches: str = "rank_batches"
     taken: set[str] = field(default_factory=set, repr=False)
     made: list[str] = field(default_factory=list, repr=False)  # what `fresh` returned
 

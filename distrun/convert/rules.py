@@ -79,6 +79,8 @@ _RULES: tuple[tuple[str, str], ...] = (
      "the same on every rank."),
     ("data.share_sampler", "A training loader's own sampler (SubsetRandomSampler...): "
      "every rank draws its order alike and takes its share."),
+    ("data.rank_batches", "Batches a generator or class of the script makes: rank 0 makes "
+     "them, each rank trains on one of every WORLD_SIZE in a row."),
     ("data.own_sampler", "A training DataLoader with its own sampler was not sharded."),
     ("data.iterable_dataset", "A DataLoader over an IterableDataset was not sharded."),
     ("data.mixed_helper", "A helper builds training and evaluation loaders: the training "

@@ -98,3 +98,53 @@ def test_a_lazy_solver_with_a_sampled_unseeded_split_trains_like_the_original(
     assert sorted(expected) == sorted(got)
     for key, value in expected.items():
         assert torch.allclose(value, got[key], atol=1e-5), key
+
+
+GENERATED = textwrap.dedent('''\
+    import os
+    import random
+
+    import torch
+    import torch.nn as nn
+
+
+    def batches(x, y, size):
+        order = list(range(len(x)))
+        random.shuffle(order)  # unseeded: each rank would shuffle its own way
+        for start in range(0, len(order), size):
+            pick = order[start:start + size]
+            yield x[pick], y[pick]
+
+
+    torch.manual_seed(0)
+    x, y = torch.randn(32, 4), torch.randn(32, 1)
+    model = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 1))
+    optimizer = torch.optim.Adam(model.parameters(), lr=0.05)
+    for epoch in range(4):
+        for inputs, targets in batches(x, y, int(os.environ["BATCH_SIZE"])):
+            optimizer.zero_grad()
+            nn.functional.mse_loss(model(inputs), targets).backward()
+            optimizer.step()
+    torch.save(model.state_dict(), os.environ["OUT_PATH"])
+    ''')
+
+
+def test_batches_a_generator_makes_are_shared_out_like_a_sampler(tmp_path: Path) -> None:
+    """Class 4: a generator of batches with its own unseeded shuffle. Rank 0 makes the
+    batches, each rank trains on one of every two: the same steps as the original."""
+    (tmp_path / "gen.py").write_text(GENERATED)
+    shim = {"PYTHONPATH": os.pathsep.join([str(ROOT / "tests" / "projects" / "shim"),
+                                            os.environ.get("PYTHONPATH", "")]),
+            "DISTRUN_SHIM_SEED_BY_RANK": "1"}
+    single = run_cmd([sys.executable, "gen.py"], cwd=tmp_path,
+                     env={**shim, "BATCH_SIZE": "32", "OUT_PATH": "single.pt"})
+    assert single.returncode == 0, single.stderr
+    converted = distrun("convert", "gen.py", cwd=tmp_path)
+    assert converted.returncode == 0, converted.stdout + converted.stderr
+    assert "data.rank_batches" in converted.stdout
+    two = distrun("launch", "--nproc-per-node", "2", "--check", "gen_ddp.py", cwd=tmp_path,
+                  env={**shim, "BATCH_SIZE": "16", "OUT_PATH": "two.pt"})
+    assert two.returncode == 0, two.stdout + two.stderr
+    expected, got = torch.load(tmp_path / "single.pt"), torch.load(tmp_path / "two.pt")
+    for key, value in expected.items():
+        assert torch.allclose(value, got[key], atol=1e-5), key

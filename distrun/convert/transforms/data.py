@@ -31,6 +31,7 @@ from distrun.convert.idioms import (
     trains,
     unwrap_iter,
 )
+from distrun.convert.transforms.batches import share_hand_made
 from distrun.convert.transforms.epochs import place_set_epoch, set_epoch_on_new_iterators
 from distrun.convert.transforms.rebuild import (
     draw_per_rank,
@@ -83,7 +84,8 @@ def plan_data(ctx: Context) -> None:
                          "shuffle=...)` and drop `shuffle`")
     built = {n for call in loaders for n in _construction_names(facts, call)} - mixed
     sharded |= rebuild_unseen_loaders(ctx, loops, built)
-    if not loaders and not sharded:
+    hand_made = share_hand_made(ctx, sharded)
+    if not loaders and not sharded and not hand_made:
         plan.finding(None, "data.no_loader",
                      "no DataLoader found: batches seem to be built by hand, "
                      "so every rank would train on the same data",
