@@ -54,7 +54,8 @@ def summary(result: ConvertResult, filename: str, written: str | None) -> str:
     warnings = sum(1 for f in result.findings if f.severity != "info")
     if result.status == "already-distributed":
         return f"{filename}: already distributed, nothing to do"
-    if result.status == "unsupported" and any(RULES[f.rule].blocks for f in result.findings):
+    if result.status == "unsupported" and any(RULES[f.rule].blocks and f.severity == "error"
+                                              for f in result.findings):
         return (f"{filename}: not converted, nothing written: it would train wrong where the "
                 "errors above say (fix them, or convert with --partial to write the rest)")
     if result.status == "unsupported":
@@ -63,7 +64,8 @@ def summary(result: ConvertResult, filename: str, written: str | None) -> str:
         return f"{filename}: nothing to convert"
     where = f" -> {written}" if written else ""
     counts = f"{_count(len(result.changes), 'change')}, {_count(warnings, 'warning')}"
-    unresolved = sum(1 for f in result.findings if RULES[f.rule].blocks)
+    unresolved = sum(1 for f in result.findings if RULES[f.rule].blocks
+                     and f.severity == "error")
     if unresolved:
         counts = f"PARTIAL ({_count(unresolved, 'error')} unresolved), " + counts
     return f"{filename}{where}: {counts}"
@@ -77,7 +79,7 @@ def next_steps(result: ConvertResult, written: str, gpus: int) -> list[str]:
     launcher = [] if result.launcher == "torchrun" else ["--launcher", result.launcher]
     nproc = "gpu" if gpus else "2"
     where = f"one process per GPU ({gpus} here)" if gpus else "2 processes on this CPU"
-    partial = any(RULES[f.rule].blocks for f in result.findings)
+    partial = any(RULES[f.rule].blocks and f.severity == "error" for f in result.findings)
     check = ["--check"] if partial else []  # what is unresolved shows in its first steps
     command = shlex.join(["distrun", "launch", *check, "--nproc-per-node", nproc, *launcher,
                           written])

@@ -74,13 +74,14 @@ def _resolved(facts: Facts, ctx: Context, results: list[ConvertResult]
     blocking findings, `rules.BLOCKING`). Else every module unchanged with those findings
     as errors (exit 4, nothing written); with --partial, the results with those errors,
     the entry's text starting with the list of them."""
+    sharded = any(c.rule in _SHARDING for r in results for c in r.changes)
     unresolved = [(info, f) for info, r in zip(facts.modules, results, strict=True)
-                  for f in r.findings if RULES[f.rule].blocks and f.severity != "info"]
+                  for f in r.findings if _blocks(f, sharded)]
     if not unresolved or ctx.entry_is_library:
         return results
     for result in results:
-        result.findings = [replace(f, severity="error") if RULES[f.rule].blocks
-                           and f.severity != "info" else f for f in result.findings]
+        result.findings = [replace(f, severity="error") if _blocks(f, sharded) else f
+                           for f in result.findings]
     if not ctx.options.partial:
         return [ConvertResult(r.source, r.source, "unsupported" if info.is_entry or any(
                                   f.severity == "error" for f in r.findings)
@@ -99,6 +100,20 @@ def _resolved(facts: Facts, ctx: Context, results: list[ConvertResult]
         keep += 1
     entry.output = "".join(lines[:keep]) + "\n".join(head) + "\n" + "".join(lines[keep:])
     return results
+
+
+# The changes after which some training data is read in shares.
+_SHARDING = frozenset({"data.sampler", "data.share_sampler", "data.sampler_with_replacement",
+                       "data.rebuild_loader", "data.rank_batches", "accelerate.prepare_loader",
+                       "accelerate.prepare"})
+
+
+def _blocks(finding: Finding, sharded: bool) -> bool:
+    """Does `finding` leave a model unwrapped or the training data unsharded? A loader
+    that may or may not feed training does only when no training loader was sharded."""
+    if finding.rule == "data.unknown_loader" and sharded:
+        return False
+    return RULES[finding.rule].blocks and finding.severity != "info"
 
 
 def _undefined(facts: Facts, info: ModuleInfo, output: str, names: set[str]

@@ -153,6 +153,7 @@ def draw_per_rank(ctx: Context, sampler: cst.Call) -> bool:
     if count is not None:
         ctx.plan.rewrite(count.value, lambda v: expression(f"({code_of(v)}) // {n.world_size}"))
     ctx.plan.rewrite(sampler, rewrite)
+    ctx.plan.shards_batches(sampler)
     ctx.plan.change(sampler, "data.sampler_with_replacement",
                     f"`{facts.code(sampler.func)}` draws with replacement: "
                     f"each rank draws its own num_samples // {n.world_size} from a generator "
