@@ -23,6 +23,7 @@ from distrun.convert.build import append_keyword, code_of, expression
 from distrun.convert.context import Context, Transform
 from distrun.convert.idioms import train_loops
 from distrun.convert.models import find_models
+from distrun.convert.object_flow import Place
 from distrun.convert.transforms.apex import migrate_apex
 from distrun.convert.transforms.device_aware import (
     group_for_the_launcher,
@@ -58,9 +59,16 @@ def plan_completion(ctx: Context) -> None:
     without_apex(ctx)
     sources = [p for node in facts.attributes if node.attr.value == "local_rank"
                and (p := ctx.flow.place_of(node)) is not None]
-    device = make_device_aware(ctx, sources)
+    for_the_launcher(ctx, sources, rank=False)
+
+
+def for_the_launcher(ctx: Context, device_sources: list[Place], rank: bool) -> None:
+    """What every completion ends with: the devices made CPU-proof (from what names the
+    local device), the group set up whenever the launcher started several processes,
+    the names the rewrites read (RANK and WORLD_SIZE with `rank`), what is missing."""
+    device = make_device_aware(ctx, device_sources)
     group_for_the_launcher(ctx)
-    place_names(ctx, rank=False, device=device)
+    place_names(ctx, rank=rank, device=device)
     report_gaps(ctx)
 
 

@@ -35,12 +35,7 @@ from distrun.convert.context import Context, Transform
 from distrun.convert.object_flow import Place
 from distrun.convert.syntax import string_value
 from distrun.convert.transforms.detect import SPAWN
-from distrun.convert.transforms.device_aware import (
-    group_for_the_launcher,
-    make_device_aware,
-    place_names,
-)
-from distrun.convert.transforms.old_launcher import report_gaps, without_apex
+from distrun.convert.transforms.old_launcher import for_the_launcher, without_apex
 
 _RENDEZVOUS = ("MASTER_ADDR", "MASTER_PORT")
 
@@ -92,11 +87,7 @@ def plan_spawned(ctx: Context) -> None:
     _rank_and_size_from_launcher(ctx)
     without_apex(ctx)
     params = worker.params.params
-    sources = [Place(worker, params[0].name.value)] if params else []
-    used = make_device_aware(ctx, sources)
-    group_for_the_launcher(ctx)
-    place_names(ctx, rank=True, device=used)
-    report_gaps(ctx)
+    for_the_launcher(ctx, [Place(worker, params[0].name.value)] if params else [], rank=True)
 
 
 COMPLETE = Transform("spawned", plan_spawned)
