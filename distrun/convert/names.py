@@ -24,7 +24,7 @@ _MODULES = {
 
 _FIXED = ("local_rank", "rank", "world_size", "device", "dist", "ddp", "sampler", "gc", "os",
           "contextlib", "accelerator", "rank0_value", "rank0_split", "shard_loader", "auto_epoch",
-          "rank_share")
+          "rank_share", "rank0_only", "gather_batch")
 
 
 @dataclass
@@ -45,6 +45,8 @@ class Names:
     shard_loader: str = "shard_loader"
     auto_epoch: str = "AutoEpochSampler"
     rank_share: str = "RankShareSampler"
+    rank0_only: str = "Rank0Only"
+    gather_batch: str = "gather_batch"
     taken: set[str] = field(default_factory=set, repr=False)
     made: list[str] = field(default_factory=list, repr=False)  # what `fresh` returned
 
