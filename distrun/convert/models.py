@@ -191,7 +191,7 @@ def _find_forwards(facts: Facts, flow: Flow, model: Model) -> None:
 
 
 def _is_training(facts: Facts, flow: Flow, call: cst.Call) -> bool:
-    if _without_gradients(facts, call):
+    if without_gradients(facts, call):
         return False
     func = facts.function(call)
     loop = next(iter(facts.enclosing_loops(call)), None)
@@ -203,10 +203,10 @@ def _is_training(facts: Facts, flow: Flow, call: cst.Call) -> bool:
         return _trains_directly(facts, top)
     if _trains_directly(facts, func):
         return True
-    return any(_feeds_backward(facts, site) for site, _ in flow.call_sites(func))
+    return any(feeds_backward(facts, site) for site, _ in flow.call_sites(func))
 
 
-def _feeds_backward(facts: Facts, site: cst.Call) -> bool:
+def feeds_backward(facts: Facts, site: cst.Call) -> bool:
     """Does the result of `site` (a call of a helper: `loss = compute_loss(model, x)`) go
     into a backward pass of its function?"""
     scope = facts.function(site) or facts.top_level_statement(site)
@@ -252,7 +252,7 @@ def _trains_directly(facts: Facts, container: cst.CSTNode) -> bool:
     return any(is_backward(c) or is_optimizer_step(c) for c in facts.calls_in(container))
 
 
-def _without_gradients(facts: Facts, node: cst.CSTNode) -> bool:
+def without_gradients(facts: Facts, node: cst.CSTNode) -> bool:
     for anc in facts.ancestors(node):
         if isinstance(anc, cst.With) and any(
                 isinstance(item.item, cst.Call) and facts.call_name(item.item) in _NO_GRAD

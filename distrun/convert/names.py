@@ -25,7 +25,7 @@ _MODULES = {
 
 _FIXED = ("local_rank", "rank", "world_size", "device", "dist", "ddp", "sampler", "gc", "os",
           "contextlib", "accelerator", "rank0_value", "rank0_split", "shard_loader", "auto_epoch",
-          "rank_share", "itertools", "rank_batches")
+          "rank_share", "itertools", "rank_batches", "rank0_only", "gather_batch")
 
 
 @dataclass
@@ -48,6 +48,8 @@ class Names:
     rank_share: str = "RankShareSampler"
     itertools: str = "itertools"
     rank_batches: str = "rank_batches"
+    rank0_only: str = "Rank0Only"
+    gather_batch: str = "gather_batch"
     taken: set[str] = field(default_factory=set, repr=False)
     made: list[str] = field(default_factory=list, repr=False)  # what `fresh` returned
 

@@ -133,6 +133,10 @@ _RULES: tuple[tuple[str, str], ...] = (
      "metrics is left whole."),
     ("loss.sum_reduction", "A loss summed over the batch: its scale now depends on the "
      "per-rank batch."),
+    ("batch_loss.gather", "A loss over the whole batch (in-batch negatives, batch "
+     "statistics) gets every rank's batch, through the differentiable all_gather."),
+    ("batch_loss.per_rank", "A loss over the whole batch that each rank computes over its "
+     "own share: reported with the fix."),
     ("amp.modernise", "Deprecated torch.cuda.amp forms become torch.autocast / "
      "torch.amp.GradScaler."),
     ("amp.autocast", "--amp fp16|bf16: the forward pass and loss go under "
@@ -174,8 +178,12 @@ _RULES: tuple[tuple[str, str], ...] = (
     ("output.rank0_unguarded", "Output that cannot be taken out of its line stays on "
      "every rank."),
     ("output.rank0_file", "A file written by every rank is written by rank 0 only."),
-    ("output.rank0_object", "A logger object (SummaryWriter...) is made on rank 0 only, "
-     "each use of it too."),
+    ("output.rank0_object", "A logger object (SummaryWriter, a tracker's run) is made on "
+     "rank 0 only; the other ranks hold a stand-in that answers every use."),
+    ("output.rank0_folder", "The folder of a writer made on rank 0 only is read: rank 0's "
+     "is sent to every rank (or the read is reported)."),
+    ("output.log_file", "A log file every rank opens: the others open it only to log "
+     "an error, and append where it was truncated."),
     ("output.error_line", "Output that says why the script stops stays on every rank."),
     ("output.progress_bar", "A progress bar is shown on rank 0 only."),
     ("output.wandb", "wandb is disabled on every rank but 0."),

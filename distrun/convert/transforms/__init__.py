@@ -15,6 +15,7 @@ from __future__ import annotations
 from distrun.convert.context import Stage, Transform
 from distrun.convert.transforms import (
     amp,
+    batch_loss,
     checkpoint,
     data,
     device,
@@ -38,6 +39,7 @@ PIPELINE: tuple[Transform | Stage, ...] = (
     "prepared",
     evaluation.TRANSFORM,
     loss.TRANSFORM,
+    batch_loss.TRANSFORM,
     amp.REMOVE,
     amp.TRANSFORM,
     "engine",

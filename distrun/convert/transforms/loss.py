@@ -56,13 +56,13 @@ def _sum_reduction(ctx: Context, backward: cst.Call, loss: str) -> cst.Call | No
               and facts.scope(a) is scope and facts.line(a) <= facts.line(backward)
               and any(dotted(t.target) == loss for t in a.targets)]
     for value in values:
-        found = _sums_in(ctx, value, 0)
+        found = sums_in(ctx, value, 0)
         if found is not None:
             return found
     return None
 
 
-def _sums_in(ctx: Context, node: cst.CSTNode, depth: int) -> cst.Call | None:
+def sums_in(ctx: Context, node: cst.CSTNode, depth: int) -> cst.Call | None:
     facts = ctx.facts
     for call in facts.calls_in(node):
         if _is_sum(facts, call):
@@ -72,7 +72,7 @@ def _sums_in(ctx: Context, node: cst.CSTNode, depth: int) -> cst.Call | None:
             return criterion
         found = ctx.flow.callee(call)
         if found is not None and depth < _DEPTH:
-            inner = _sums_in(ctx, found[0], depth + 1)
+            inner = sums_in(ctx, found[0], depth + 1)
             if inner is not None:
                 return inner
     return None

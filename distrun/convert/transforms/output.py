@@ -4,9 +4,13 @@ Rewrites:
   print(...) / logging.info(...) / logger.warning(...)   ->  if RANK == 0: <the same line>
   sys.stdout.write(...) (a hand-made progress bar)        ->  if RANK == 0: <the same line>
   tqdm(iterable, ...)                                     ->  tqdm(iterable, ..., disable=RANK != 0)
-  writer = SummaryWriter(...) / run = wandb.init(...)    ->  ... if RANK == 0 else None
+  tqdm.write(...) / bar.write(...)                        ->  if RANK == 0: <the same line>
+  writer = SummaryWriter(...) (a tracker's run too)       ->  ... if RANK == 0 else Rank0Only()
+                    (a stand-in that answers every use on the other ranks: other_ranks.py)
+  run = wandb.init(...)                         ->  ..., mode=None if RANK == 0 else "disabled")
   writer.add_scalar(...) / wandb.log(...) / save_image(...) / plt.savefig(...)
                                                           ->  if RANK == 0: <the same line>
+  logging.FileHandler(path, mode="w")   ->  ..., mode="w" if RANK == 0 else "a", delay=RANK != 0)
 
 Won't: guard a print whose arguments call the script's own functions (they may run
 collectives every rank must join): reported with the fix. Won't touch a print that
@@ -17,6 +21,7 @@ from __future__ import annotations
 
 import libcst as cst
 
+from distrun.convert import other_ranks
 from distrun.convert.analysis import Facts, dotted, keyword, string_value
 from distrun.convert.build import (
     append_keyword,
@@ -33,8 +38,7 @@ _LOG_LEVELS = frozenset({"debug", "info", "warning", "warn", "error", "exception
                          "log"})
 _TQDM = frozenset({"tqdm.tqdm", "tqdm.auto.tqdm", "tqdm.notebook.tqdm", "tqdm.trange",
                    "tqdm.auto.trange", "tqdm.notebook.trange"})
-_WRITERS = frozenset({"torch.utils.tensorboard.SummaryWriter", "tensorboardX.SummaryWriter",
-                      "torch.utils.tensorboard.writer.SummaryWriter"})
+_TQDM_WRITES = frozenset(f"{bar}.write" for bar in _TQDM)  # printed whether the bar shows
 # Handlers made here write to the console and to files: on every rank, each record
 # would be printed (and the log file written) once per rank. The other ranks keep
 # Python's default: their warnings and errors still reach stderr.
@@ -51,11 +55,11 @@ _RANK0_CALLS = frozenset({"wandb.log", "wandb.finish", "wandb.watch", "wandb.sav
 
 
 def plan_output(ctx: Context) -> None:
-    facts, plan = ctx.facts, ctx.plan
+    facts = ctx.facts
     loggers = _names_assigned_from(facts, {"logging.getLogger"})
-    writers = _names_assigned_from(facts, _WRITERS)
-    writer_roots = _roots_assigned_from(ctx, _WRITERS)
-    rank = ctx.names.rank
+    writers = _names_assigned_from(facts, other_ranks.OBJECTS)
+    writer_roots = _roots_assigned_from(ctx, other_ranks.OBJECTS)
+    bars = _names_assigned_from(facts, _TQDM)
     guarded = _plan_file_writes(ctx)
     for call in facts.calls:
         if any(id(a) in guarded for a in facts.ancestors(call)):
@@ -64,30 +68,30 @@ def plan_output(ctx: Context) -> None:
         func = call.func
         owner = dotted(func.value) if isinstance(func, cst.Attribute) else None
         attr = func.attr.value if isinstance(func, cst.Attribute) else None
-        if name == "print" or name in _STREAM_WRITES:
+        if name == "print" or name in _STREAM_WRITES or name in _TQDM_WRITES or (
+                owner in bars and attr == "write"):
             _guard(ctx, call, "print")
         elif name in _LOGGING_SETUP:
             if not _before_main_guard(ctx, call):  # guarding it there would move the set-up
                 _guard(ctx, call, "logging set-up")
+            else:
+                other_ranks.plan_log_file(ctx, call, name)
+        elif name in other_ranks.FILE_HANDLERS:
+            other_ranks.plan_log_file(ctx, call, name)
         elif (name.startswith("logging.") or owner in loggers) and attr in _LOG_LEVELS:
             if attr in _ERROR_LEVELS:
                 continue  # an error is said by the rank that meets it
             _guard(ctx, call, "logging")
         elif owner in writers or _held_in(ctx, func, writer_roots) or name in _RANK0_CALLS:
+            if _held_in(ctx, func, writer_roots) and not _alone(facts, call):
+                continue  # its value is used: on the other ranks, the stand-in answers
             _guard(ctx, call, "tracking")
         elif name in _TQDM:
             _disable_bar(ctx, call)
         elif name == "wandb.init":
             _wandb_disabled_elsewhere(ctx, call)
-        elif name in _WRITERS:
-            parent = facts.parent.get(call)
-            if isinstance(parent, cst.Assign) and parent.value is call:
-                plan.rewrite(call, lambda n: expression(f"{code_of(n)} if {rank} == 0 else None"))
-                plan.change(call, "output.rank0_object",
-                            f"`{name.rsplit('.', 1)[-1]}` created on rank 0 only "
-                            "(each use of it too)")
-            else:
-                _guard(ctx, call, "tracking")
+        elif name in other_ranks.OBJECTS:
+            other_ranks.plan_object(ctx, call, name, _guard)
 
 
 TRANSFORM = Transform("output", plan_output)
@@ -105,13 +109,10 @@ def _before_main_guard(ctx: Context, node: cst.CSTNode) -> bool:
 
 
 def _names_assigned_from(facts: Facts, callees: set[str] | frozenset[str]) -> set[str]:
-    names = set()
-    for call in facts.calls:
-        if facts.call_name(call) in callees:
-            parent = facts.parent.get(call)
-            if isinstance(parent, cst.Assign) and parent.value is call:
-                names |= {c for t in parent.targets if (c := dotted(t.target))}
-    return names
+    """The names and attributes that hold objects made by `callees` (`x = f()`, `with f()
+    as x`)."""
+    return {code for call in facts.calls if facts.call_name(call) in callees
+            for target in other_ranks.bound_to(facts, call) if (code := dotted(target))}
 
 
 def _plan_file_writes(ctx: Context) -> set[int]:
@@ -174,7 +175,8 @@ MAX_DEPTH = 4  # calls of the script's functions followed; deeper counts as sync
 def _may_sync(ctx: Context, container: cst.CSTNode, seen: set[int], depth: int) -> bool:
     for call in ctx.facts.calls_in(container):
         name = ctx.facts.call_name(call) or ""
-        if ctx.wrapper_called(call) is not None or name.startswith(_SYNCING):
+        if ctx.wrapper_called(call) is not None or name.startswith(_SYNCING) \
+                or name in other_ranks.WRITERS:  # its folder may be sent to every rank
             return True
         found = ctx.flow.callee(call)
         if found is None or id(found[0]) in seen:
@@ -188,15 +190,10 @@ def _may_sync(ctx: Context, container: cst.CSTNode, seen: set[int], depth: int) 
 def _roots_assigned_from(ctx: Context, callees: frozenset[str]) -> set[Place]:
     """The places (with every alias: `self.writer`, a parameter...) holding objects made
     by `callees`."""
-    roots = set()
-    for call in ctx.facts.calls:
-        parent = ctx.facts.parent.get(call)
-        if ctx.facts.call_name(call) in callees and isinstance(parent, cst.Assign):
-            for target in parent.targets:
-                place = ctx.flow.place_of(target.target)
-                if place is not None:
-                    roots.add(ctx.flow.root(place))
-    return roots
+    return {ctx.flow.root(place) for call in ctx.facts.calls
+            if ctx.facts.call_name(call) in callees
+            for target in other_ranks.bound_to(ctx.facts, call)
+            if (place := ctx.flow.place_of(target)) is not None}
 
 
 def _held_in(ctx: Context, func: cst.BaseExpression, roots: set[Place]) -> bool:
@@ -256,8 +253,7 @@ def _guard(ctx: Context, call: cst.Call, what: str) -> None:
                      f"this {what} line says why the script stops: left on "
                      "every rank, so a rank that fails says why", severity="info")
         return
-    alone = (isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1
-             and isinstance(stmt.body[0], cst.Expr) and stmt.body[0].value is call)
+    alone = _alone(facts, call)
     own = _outermost([c for c in facts.calls_in(call)
                       if c is not call and ctx.flow.callee(c) is not None])
     if not alone:
@@ -288,6 +284,13 @@ def _guard(ctx: Context, call: cst.Call, what: str) -> None:
                     "same on every rank)")
     else:
         plan.change(call, "output.rank0", f"{what} on rank 0 only")
+
+
+def _alone(facts: Facts, call: cst.Call) -> bool:
+    """Is `call` a statement line of its own (its value unused)?"""
+    stmt = facts.statement(call)
+    return (isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1
+            and isinstance(stmt.body[0], cst.Expr) and stmt.body[0].value is call)
 
 
 _VERBS = frozenset({"compute", "calc", "calculate", "get", "eval", "evaluate", "measure", "run"})
