@@ -92,14 +92,15 @@ def initialized_models(ctx: Context) -> set[str]:
     return names
 
 
-def place_scaler(ctx: Context, scaler: str, sites: list[cst.CSTNode]) -> cst.CSTNode | None:
+def place_scaler(ctx: Context, scaler: str, sites: list[cst.CSTNode], enabled: str = FP16_ON
+                 ) -> cst.CSTNode | None:
     """Create the GradScaler `scaler` where every site that uses it (a scaled backward,
     a step) can read it: after the optimizer when they all run in its scope; else with
     the set-up block when they are all in the entry script (which sets up); else at the
     top level of each module that uses it (cheap at import, no process group needed).
     The optimizer's statement, if there is one (where the report says it)."""
     facts, plan = ctx.facts, ctx.plan
-    create = f'{scaler} = torch.amp.GradScaler("cuda", enabled={FP16_ON})\n'
+    create = f'{scaler} = torch.amp.GradScaler("cuda", enabled={enabled})\n'
     anchor = next((facts.statement(c) for c in facts.calls if is_optimizer(facts, c)), None)
     scopes = {facts.scope(site) for site in sites}
     modules = {facts.module_of(site).name: site for site in sites}

@@ -186,7 +186,8 @@ def _script(request: ConvertRequest) -> ConvertOutcome:
         raise InputError(f"{request.source}: empty file (no Python code in it): nothing to "
                          "convert", "check that this is the script you meant: it holds no "
                          "code")
-    result = convert_source(script.text, request.source, request.options)
+    result = convert_source(script.text, request.source, request.options,
+                            str(Path(request.source).parent))
     default = default_output(request.source, request.options.target)
     return _one_file(request, result, default, script.encode, like=request.source)
 
@@ -203,7 +204,7 @@ def _notebook(request: ConvertRequest) -> ConvertOutcome:
         data = path.read_bytes()
     except OSError as err:
         raise InputError(f"{request.source}: cannot read: {err.strerror}") from None
-    notebook, result = convert_notebook(data, request.source, request.options)
+    notebook, result = convert_notebook(data, request.source, request.options, str(path.parent))
     return _one_file(request, result, default, str.encode, like=None, cells=notebook.where)
 
 

@@ -32,6 +32,8 @@ _RULES: tuple[tuple[str, str], ...] = (
      "multiprocessing): not converted; torchrun should start them."),
     ("detect.no_training", "No optimizer, DataLoader or backward() on a torch import: "
      "nothing to convert."),
+    ("detect.options_not_applied", "A script already distributed (mp.spawn, the old "
+     "launcher) is only completed: options that would change it are refused."),
     # -- device -------------------------------------------------------------------
     ("device.string", "A device string or torch.device('cuda') becomes the local rank's "
      "device."),
@@ -98,6 +100,10 @@ _RULES: tuple[tuple[str, str], ...] = (
      "keeps its `module.` keys; one loaded into it loses them."),
     ("model.dataparallel_type_check", "`DataParallel` in a type check becomes DDP."),
     ("model.sync_bn", "--sync-bn: BatchNorm layers become SyncBatchNorm on GPU."),
+    ("model.sync_bn_already", "--sync-bn: the script already uses SyncBatchNorm: no "
+     "second conversion."),
+    ("model.sync_bn_nothing", "--sync-bn: a model with no BatchNorm layer (refused when "
+     "no model has one)."),
     ("model.not_found", "No model found: no optimizer is built from a model's "
      "parameters."),
     ("model.no_forward", "No training forward pass of a model found: it was not "
@@ -118,6 +124,8 @@ _RULES: tuple[tuple[str, str], ...] = (
      "sharded evaluation."),
     ("evaluation.left_whole", "--eval shard: a loader whose loop does not sum its "
      "metrics is left whole."),
+    ("evaluation.no_loader", "--eval shard: the script has no evaluation loader: "
+     "refused."),
     ("loss.sum_reduction", "A loss summed over the batch: its scale now depends on the "
      "per-rank batch."),
     ("amp.modernise", "Deprecated torch.cuda.amp forms become torch.autocast / "
@@ -130,9 +138,12 @@ _RULES: tuple[tuple[str, str], ...] = (
     ("amp.no_backward", "--amp: no `loss.backward()` found to put under autocast."),
     ("amp.remove_autocast", "Autocast removed (--amp none, or the target sets the "
      "precision)."),
-    ("amp.remove_scaler", "GradScaler removed (--amp none, or the target sets the "
-     "precision)."),
-    ("amp.scaler_leftover", "A use of the removed GradScaler is left."),
+    ("amp.remove_scaler", "GradScaler removed, or disabled where its state is used (--amp "
+     "none or bf16, or the target sets the precision)."),
+    ("amp.dtype", "--amp fp16|bf16 on a script that autocasts already: its autocast runs "
+     "in the dtype asked for."),
+    ("amp.already", "--amp fp16|bf16: the script already autocasts in that dtype: kept."),
+    ("amp.nothing_to_remove", "--amp none: the script has no mixed precision to remove."),
     ("amp.apex_initialize", "apex `amp.initialize` becomes torch.amp."),
     ("amp.apex_scale_loss", "apex `amp.scale_loss` becomes `scaler.scale(loss)`."),
     ("amp.apex_scale_loss_alone", "apex `amp.scale_loss` without `amp.initialize` in "
@@ -147,12 +158,19 @@ _RULES: tuple[tuple[str, str], ...] = (
     ("amp.apex_import", "apex imports removed."),
     ("grad_accum.no_sync", "--grad-accum-no-sync: micro-steps that do not step skip the "
      "gradient all-reduce."),
-    ("grad_accum.condition", "--grad-accum-no-sync: the step condition reads the "
-     "micro-step's values: no no_sync added."),
-    ("grad_accum.none_found", "--grad-accum-no-sync: no loop steps under a condition."),
+    ("grad_accum.condition", "--grad-accum-no-sync: a loop whose micro-steps cannot skip "
+     "the all-reduce (refused when no loop can)."),
+    ("grad_accum.none_found", "--grad-accum-no-sync: no loop steps under a condition: "
+     "refused."),
     ("scale_lr.scaled", "--scale-lr: the learning rate is multiplied by WORLD_SIZE."),
-    ("scale_lr.default_lr", "--scale-lr: an optimizer with its default learning rate is "
-     "not scaled."),
+    ("scale_lr.default_lr", "--scale-lr: an optimizer's default learning rate is written "
+     "out, multiplied by WORLD_SIZE."),
+    ("scale_lr.scheduler", "--scale-lr: the rates OneCycleLR and CyclicLR set are "
+     "multiplied by WORLD_SIZE."),
+    ("scale_lr.param_group", "--scale-lr: a learning rate set by hand in a parameter group "
+     "is multiplied by WORLD_SIZE."),
+    ("scale_lr.no_lr", "--scale-lr: the script builds no optimizer: refused."),
+    ("scale_lr.unreadable", "--scale-lr: a learning rate that cannot be read: refused."),
     # -- output, files, agreement between ranks ------------------------------------
     ("checkpoint.rank0_save", "A checkpoint is saved by rank 0 only, then every rank "
      "waits for it."),
@@ -209,6 +227,8 @@ _RULES: tuple[tuple[str, str], ...] = (
     ("accelerate.prepare_loader", "A training DataLoader goes through "
      "`accelerator.prepare`."),
     ("accelerate.backward", "`loss.backward()` becomes `accelerator.backward(loss)`."),
+    ("accelerate.apex_amp", "apex with --amp fp16|bf16: the Accelerator's mixed precision "
+     "cannot take apex's scaled loss."),
     ("deepspeed.one_model", "DeepSpeed needs one model trained by one optimizer."),
     ("deepspeed.updated_by_hand", "A model updated without an optimizer cannot become a "
      "DeepSpeed engine."),

@@ -36,7 +36,8 @@ from typing import Any
 import libcst as cst
 
 from distrun.convert.analysis import dotted
-from distrun.convert.build import statements
+from distrun.convert.batchnorm import sync_bn_lines
+from distrun.convert.build import code_of, statements
 from distrun.convert.context import Context, Stage, Transform, Wrapping, WrapSite
 from distrun.convert.idioms import DATA_PARALLEL, MOVES, method_name
 from distrun.convert.models import Model, is_moved, model_code_at
@@ -261,6 +262,7 @@ def _shard(ctx: Context, model: Model, anchor: cst.BaseStatement, code: str,
         lines.append(f"{mixed} = MixedPrecisionPolicy(param_dtype=torch.bfloat16, "
                      "reduce_dtype=torch.float32)\n")
         policy = f", mp_policy={mixed}"
+    lines += [code_of(line) for line in sync_bn_lines(ctx, model, code, anchor)]
     if not is_moved(ctx.facts, ctx.flow, model):
         lines.append(f"{code}.to({n.device})\n")
     tensor = n.fresh("tensor")

@@ -28,6 +28,7 @@ from __future__ import annotations
 import libcst as cst
 
 from distrun.convert.analysis import Facts, block_body, dotted, positional
+from distrun.convert.batchnorm import plan_sync_bn
 from distrun.convert.build import Rewrite, code_of, expression
 from distrun.convert.context import Context, Transform
 from distrun.convert.edits import Plan
@@ -41,6 +42,8 @@ def plan_model(ctx: Context) -> None:
     facts = ctx.facts
     ctx.models = find_models(facts, ctx.flow)
     removed = _plan_data_parallel(ctx)
+    if ctx.options.sync_bn and ctx.models:
+        plan_sync_bn(ctx)
     if not ctx.models:
         ctx.plan.finding(
             None, "model.not_found",
