@@ -135,7 +135,8 @@ _RULES: tuple[tuple[str, str], ...] = (
     ("amp.autocast_missed", "--amp: the forward pass could not be put under autocast."),
     ("amp.grad_scaler", "--amp fp16: a GradScaler (enabled with CUDA only)."),
     ("amp.scaler_step", "--amp fp16: `optimizer.step()` goes through the GradScaler."),
-    ("amp.no_backward", "--amp: no `loss.backward()` found to put under autocast."),
+    ("amp.no_backward", "--amp fp16|bf16: no forward pass could be put under autocast: "
+     "refused."),
     ("amp.remove_autocast", "Autocast removed (--amp none, or the target sets the "
      "precision)."),
     ("amp.remove_scaler", "GradScaler removed, or disabled where its state is used (--amp "
@@ -250,6 +251,29 @@ _RULES: tuple[tuple[str, str], ...] = (
     ("deepspeed.grad_accum", "Gradient accumulation keeps the script's condition "
      "(managed_gradient_accumulation false)."),
     ("deepspeed.micro_batch", "train_micro_batch_size_per_gpu read from the script."),
+    ("deepspeed.config_base", "The user's DeepSpeed config (named by the script's option, or "
+     "beside it) is the base of the one written."),
+    ("deepspeed.config_named", "The script's own option names the DeepSpeed config: the "
+     "converted script reads the one it names."),
+    ("deepspeed.config_merge", "A key of the written config that distrun adds, changes or "
+     "removes in the user's."),
+    ("deepspeed.config_kept", "A value of the user's config kept where distrun alone would "
+     "write another."),
+    ("deepspeed.config_optimizer", "The user's config names an optimizer DeepSpeed will not "
+     "use: the script's own is given to it."),
+    ("deepspeed.config_scheduler", "The user's config sets a scheduler (refused when the "
+     "script steps one of its own)."),
+    ("deepspeed.config_comments", "The user's config had comments the written JSON does not "
+     "keep."),
+    ("deepspeed.config_check", "A problem `config validate` finds in the config written."),
+    ("deepspeed.config_ambiguous", "Several DeepSpeed configs beside the script, none named: "
+     "refused."),
+    ("deepspeed.config_unreadable", "The user's DeepSpeed config is not a JSON object: "
+     "refused."),
+    ("deepspeed.config_replaced", "--force replaces a config the conversion did not merge "
+     "from: the keys it loses or changes."),
+    ("deepspeed.config_zero3_eval", "The user's config sets ZeRO-3 and --eval shard was "
+     "given: refused."),
     ("deepspeed.untested_optimizer", "zero_allow_untested_optimizer for an optimizer "
      "DeepSpeed does not test under ZeRO."),
     ("deepspeed.checkpoint_save", "Every rank also saves the engine's checkpoint beside "
@@ -271,6 +295,9 @@ _RULES: tuple[tuple[str, str], ...] = (
     ("fsdp.forward_method", "A method that calls self.forward() is registered with "
      "FSDP2."),
     ("fsdp.no_blocks", "No repeated blocks: only the root is sharded."),
+    ("fsdp.shard_unknown", "--shard names a class that does not build the model: refused."),
+    ("fsdp.shard_unseen", "--shard names a class the script does not show (a library "
+     "builds the model)."),
     ("fsdp.memory", "The memory the sharding saves, from the parameter count."),
     ("fsdp.model_out_of_reach", "The model cannot be reached where its optimizer is "
      "built."),

@@ -4,6 +4,7 @@ options is exit 2 before the script is read. Real files, the real CLI entry poin
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -91,3 +92,48 @@ def test_the_option_that_takes_effect_is_written(work: Path) -> None:
     assert 'torch.autocast("cuda", dtype=torch.bfloat16)' in written
     assert "train.py:13: amp.dtype: autocast in float16 -> `dtype=torch.bfloat16`" \
         in result.stdout
+
+
+# ------------------------------------------------------------- the user's DeepSpeed config
+
+TEAM = {"zero_optimization": {"stage": 1, "offload_optimizer": {"device": "cpu"}},
+        "fp16": {"enabled": True}, "optimizer": {"type": "AdamW", "params": {"lr": 3e-5}},
+        "scheduler": {"type": "WarmupLR", "params": {"warmup_num_steps": 10}},
+        "train_batch_size": 32}
+
+
+def test_the_users_config_beside_the_script_is_merged_not_replaced(work: Path) -> None:
+    (work / "ds_config.json").write_text(json.dumps(TEAM, indent=2) + "\n")
+    before = snapshot(work)
+    stderr = assert_error(run("convert", "train.py", "--to", "deepspeed"))
+    assert "ds_config.json is the user's DeepSpeed config" in stderr
+    assert "keys added: fp16.auto_cast, train_micro_batch_size_per_gpu, " \
+        "gradient_accumulation_steps, gradient_clipping, zero_allow_untested_optimizer, " \
+        "zero_force_ds_cpu_optimizer; keys dropped: train_batch_size (was 32)" in stderr
+    assert "--force" in stderr
+    assert snapshot(work) == before
+    result = run("convert", "train.py", "--to", "deepspeed", "--force")
+    assert result.exit_code == 0, result.output
+    merged = json.loads((work / "ds_config.json").read_text())
+    assert json.loads((work / "ds_config.json.orig").read_text()) == TEAM
+    assert {k: merged[k] for k in ("optimizer", "scheduler")} == {
+        k: TEAM[k] for k in ("optimizer", "scheduler")}
+    assert merged["zero_optimization"] == TEAM["zero_optimization"]
+    assert merged["fp16"] == {"enabled": True, "auto_cast": True}
+    assert "train.py:7: deepspeed.config_merge: ds_config.json: `train_batch_size` removed, " \
+        "was 32 (line 23 of ds_config.json)" in result.stdout
+    assert "ZeRO stage 1 (--zero not given), fp16" in result.stdout
+    assert "warning: ds_config.json's optimizer (AdamW) is not used" in result.stdout
+    assert "replaces" not in result.stdout  # the file replaced is the one merged from
+
+
+def test_force_over_a_config_not_merged_from_names_what_it_loses(work: Path) -> None:
+    (work / "build").mkdir()
+    (work / "build" / "ds_config.json").write_text(json.dumps(TEAM))
+    result = run("convert", "train.py", "--to", "deepspeed", "--force", "-o", "build/")
+    assert result.exit_code == 0, result.output
+    assert "warning: --force replaces build/ds_config.json, which the conversion did not " \
+        "merge from: keys dropped: zero_optimization.offload_optimizer (was {\"device\": " \
+        "\"cpu\"}), fp16 (was {\"enabled\": true}), optimizer" in result.stdout
+    assert "keys changed: zero_optimization.stage (1 -> 2)" in result.stdout
+    assert json.loads((work / "build" / "ds_config.json.orig").read_text()) == TEAM

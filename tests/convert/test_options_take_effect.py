@@ -75,6 +75,10 @@ for step in range(3):
         "        if loss.item() < 1:\n            optimizer.step()\n"),
      "grad_accum.condition", 14, "reads values of the micro-step"),
     (["--eval", "shard"], script(), "evaluation.no_loader", 1, "no evaluation DataLoader"),
+    (["--amp", "bf16"], script().replace(
+        "        loss = nn.functional.mse_loss(model(x), y)\n        loss.backward()\n",
+        "        nn.functional.mse_loss(model(x), y).backward()\n"),
+     "amp.no_backward", 1, "no `loss.backward()` of a named loss"),
 ])
 def test_what_the_script_makes_impossible_is_refused(words: list[str], source: str, rule: str,
                                                      line: int, says: str) -> None:
@@ -181,3 +185,48 @@ def test_default_learning_rates_are_torchs() -> None:
     for name, rate in DEFAULT_LR.items():
         default = inspect.signature(getattr(torch.optim, name)).parameters["lr"].default
         assert float(rate) == float(default), name
+
+
+BLOCKS = """class Block(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+
+    def forward(self, x):
+        return torch.relu(self.fc(x))
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.blocks = nn.Sequential(Block(), Block())
+        self.out = nn.Linear(4, 1)
+
+    def forward(self, x):
+        return self.out(self.blocks(x))
+
+
+model = Net()"""
+
+
+def test_shard_naming_a_class_that_does_not_build_the_model_is_refused() -> None:
+    """--to fsdp --shard Layer where no Layer builds the model: the option would shard
+    nothing on its own (the model's classes are all in the script)."""
+    result = convert_source(script(BLOCKS), "t.py", parse_words(["--to", "fsdp", "--shard",
+                                                                 "Layer"]))
+    assert result.status == "unsupported"
+    [finding] = result.findings
+    assert finding.rule == "fsdp.shard_unknown" and finding.line == 26
+    assert "made of Block, Linear, Net, Sequential" in finding.message
+    ok = convert_source(script(BLOCKS), "t.py", parse_words(["--to", "fsdp", "--shard",
+                                                             "Block"]))
+    assert ok.status == "converted" and 'type(m).__name__ in ("Block",)' in ok.output
+
+
+def test_shard_on_a_library_model_cannot_be_checked_and_says_so() -> None:
+    source = script("import torchvision\nmodel = torchvision.models.resnet18()")
+    result = convert_source(source, "t.py", parse_words(["--to", "fsdp", "--shard",
+                                                         "BasicBlock"]))
+    assert result.status == "converted"
+    [note] = [f for f in result.findings if f.rule == "fsdp.shard_unseen"]
+    assert note.severity == "info" and "BasicBlock" in note.message

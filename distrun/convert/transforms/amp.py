@@ -126,11 +126,12 @@ def _retarget(ctx: Context, amp: str) -> None:
 
 
 def _add_amp(ctx: Context, amp: str) -> None:
-    facts, plan = ctx.facts, ctx.plan
+    facts = ctx.facts
     dtype = DTYPES[amp]
     device = f"{ctx.names.device}.type"
     enabled = FP16_ON if amp == "fp16" else "True"
     mixed = Mixed(dtype, device, enabled, None)
+    sites: list[cst.CSTNode] = []
     done = False
     for call in facts.calls:
         if not is_backward(call):
@@ -139,14 +140,17 @@ def _add_amp(ctx: Context, amp: str) -> None:
         loss = receiver(call)
         if loss is None or not isinstance(stmt, cst.SimpleStatementLine):
             continue
-        autocast_forward(ctx, stmt, loss, mixed)
-        done = True
+        sites.append(stmt)
+        done = autocast_forward(ctx, stmt, loss, mixed) or done
     if done and amp == "fp16":
         _scale_backwards(ctx, amp)
-    if not done:
-        plan.finding(None, "amp.no_backward",
-                     f"--amp {amp}: no `loss.backward()` found to put under autocast",
-                     "wrap the forward pass in `torch.autocast` yourself")
+    if not done:  # the option would do nothing
+        ctx.refuse(sites[0] if sites else None, "amp.no_backward", f"--amp {amp}: " + (
+            "no training forward pass and loss could be put under autocast (none is "
+            "assigned in the block of its `loss.backward()`)" if sites else
+            "no `loss.backward()` of a named loss found to put under autocast"),
+            f"wrap the forward pass and loss in `torch.autocast(DEVICE.type, "
+            f"dtype=torch.{dtype})` yourself, or leave --amp out")
 
 
 def _scale_backwards(ctx: Context, amp: str) -> bool:

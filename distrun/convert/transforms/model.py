@@ -28,11 +28,11 @@ from __future__ import annotations
 import libcst as cst
 
 from distrun.convert.analysis import Facts, block_body, dotted, positional
-from distrun.convert.batchnorm import plan_sync_bn
 from distrun.convert.build import Rewrite, code_of, expression
 from distrun.convert.context import Context, Transform
 from distrun.convert.edits import Plan
 from distrun.convert.idioms import DATA_PARALLEL
+from distrun.convert.layers import plan_sync_bn
 from distrun.convert.models import find_models
 from distrun.convert.object_flow import Place
 from distrun.convert.transforms import wrap

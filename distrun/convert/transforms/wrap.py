@@ -20,9 +20,9 @@ from collections.abc import Iterator
 import libcst as cst
 
 from distrun.convert.analysis import Facts
-from distrun.convert.batchnorm import sync_bn_lines
 from distrun.convert.build import code_of, expression
 from distrun.convert.context import Context, WrapSite
+from distrun.convert.layers import sync_bn_lines
 from distrun.convert.models import Home, Model, home_of, is_moved
 from distrun.convert.object_flow import Place
 

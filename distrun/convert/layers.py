@@ -1,15 +1,17 @@
-"""Does a model have BatchNorm layers, as far as the script shows? (for `--sync-bn`)
+"""What builds a model, as far as the script shows: the layers and classes it is made of
+(for `--sync-bn`: has it BatchNorm layers? for `--shard`: is the class named one of them?).
 
-True: a BatchNorm layer is built in the model's classes or in what builds it. False:
-everything that builds the model is seen, and none is a BatchNorm: torch.nn layers, the
-project's own classes and functions (followed), standard-library helpers. None: cannot
-tell (a model from torchvision, timm, torch.hub or a file; a base class from elsewhere).
+Followed: torch.nn layers and containers, the project's own classes (their bases, and
+every call in them) and functions, DataParallel wraps. Not seen: a model from
+torchvision, timm, torch.hub or a file, a base class from elsewhere; then `unseen`, and
+what the model holds cannot be told (a BatchNorm in a torchvision ResNet).
 """
 
 from __future__ import annotations
 
 import re
 import sys
+from dataclasses import dataclass, field
 
 import libcst as cst
 
@@ -34,25 +36,43 @@ def sync_batchnorm(ctx: Context) -> cst.Call | None:
     return next((c for c in ctx.facts.calls if ctx.facts.call_name(c) in SYNC), None)
 
 
-def has_batchnorm(ctx: Context, model: Model) -> bool | None:
-    """True, False, or None when it cannot be told (see the module's docstring)."""
+@dataclass
+class Built:
+    """The names of the layers and classes that build a model; `unseen`: not all is
+    in the script."""
+
+    names: set[str] = field(default_factory=set)
+    unseen: bool = False
+
+
+def built_from(ctx: Context, model: Model) -> Built:
     facts, flow = ctx.facts, ctx.flow
     component = flow.component(model.place)
-    found: list[bool | None] = []
+    built, seen = Built(), set[int]()
+    values = 0
     for place in component:
         for target in flow.bindings(place):
             if flow.placeholder(target):
                 continue
             assign = facts.parent.get(facts.parent.get(target, target))
             if not isinstance(assign, (cst.Assign, cst.AnnAssign)) or assign.value is None:
-                return None  # a loop variable, a `with ... as`, an unpacked tuple
+                built.unseen = True  # a loop variable, a `with ... as`, an unpacked tuple
+                continue
             value = _strip_moves(assign.value)
             if isinstance(value, (cst.Name, cst.Attribute)) and flow.place_of(value) in component:
                 continue  # another name of the same model
-            found.append(_builds(ctx, value, set()))
-    if True in found:
+            values += 1
+            _builds(ctx, value, built, seen)
+    built.unseen = built.unseen or not values
+    return built
+
+
+def has_batchnorm(ctx: Context, model: Model) -> bool | None:
+    """True, False, or None when it cannot be told (see the module's docstring)."""
+    built = built_from(ctx, model)
+    if any(_BN.match(name) for name in built.names):
         return True
-    return None if not found or None in found else False
+    return None if built.unseen else False
 
 
 def _strip_moves(expr: cst.BaseExpression) -> cst.BaseExpression:
@@ -62,52 +82,52 @@ def _strip_moves(expr: cst.BaseExpression) -> cst.BaseExpression:
     return expr
 
 
-def _builds(ctx: Context, expr: cst.BaseExpression, seen: set[int]) -> bool | None:
-    """Does the expression that builds a model build a BatchNorm?"""
+def _builds(ctx: Context, expr: cst.BaseExpression, built: Built, seen: set[int]) -> None:
+    """What the expression that builds a model (or a part of it) is made of."""
     facts = ctx.facts
     if not isinstance(expr, cst.Call):
-        return None
+        built.unseen = True
+        return
     name = facts.call_name(expr) or ""
-    if _BN.match(name.rsplit(".", 1)[-1]):
-        return True
-    if name in DATA_PARALLEL and expr.args:
-        return _builds(ctx, _strip_moves(expr.args[0].value), seen)
+    built.names.add(name.rsplit(".", 1)[-1])
     defined = facts.local_definition(expr)
-    if defined is not None:
-        return _scope(ctx, defined, seen)
-    if name.startswith("torch.nn.") and not name.startswith(_OPAQUE):
-        inner = [_builds(ctx, _strip_moves(a.value), seen) for a in expr.args
-                 if isinstance(_strip_moves(a.value), cst.Call)]
-        return True if True in inner else None if None in inner else False
-    return None
+    if name in DATA_PARALLEL and expr.args:
+        _builds(ctx, _strip_moves(expr.args[0].value), built, seen)
+    elif defined is not None:
+        _scope(ctx, defined, built, seen)
+    elif name.startswith("torch.nn.") and not name.startswith(_OPAQUE):
+        for arg in expr.args:
+            if isinstance(_strip_moves(arg.value), cst.Call):
+                _builds(ctx, _strip_moves(arg.value), built, seen)
+    else:
+        built.unseen = True
 
 
-def _scope(ctx: Context, node: cst.FunctionDef | cst.ClassDef, seen: set[int]) -> bool | None:
-    """BatchNorm in a class or function of the project, and what it builds in turn."""
+def _scope(ctx: Context, node: cst.FunctionDef | cst.ClassDef, built: Built,
+           seen: set[int]) -> None:
+    """A class or function of the project, and what it builds in turn."""
     facts = ctx.facts
     if id(node) in seen:
-        return False
+        return
     seen.add(id(node))
-    verdict: bool | None = False
     if isinstance(node, cst.ClassDef):
+        built.names.add(node.name.value)
         for base in node.bases:
             qualified = facts.qualname(base.value) or ""
             parent = next((c for c in facts.classes() if c.name.value == qualified.rsplit(
                 ".", 1)[-1]), None)
             if parent is not None:
-                verdict = _worst(verdict, _scope(ctx, parent, seen))
+                _scope(ctx, parent, built, seen)
             elif qualified not in _MODULE:
-                verdict = None  # built on a class from elsewhere
+                built.unseen = True  # built on a class from elsewhere
     for call in facts.calls_in(node):
         name = facts.call_name(call) or ""
+        built.names.add(name.rsplit(".", 1)[-1])
         defined = facts.local_definition(call)
-        if _BN.match(name.rsplit(".", 1)[-1]):
-            return True
         if defined is not None:
-            verdict = _worst(verdict, _scope(ctx, defined, seen))
+            _scope(ctx, defined, built, seen)
         elif name.startswith(_OPAQUE) or not _plain(ctx, call):
-            verdict = None
-    return verdict
+            built.unseen = True
 
 
 def _plain(ctx: Context, call: cst.Call) -> bool:
@@ -123,12 +143,6 @@ def _plain(ctx: Context, call: cst.Call) -> bool:
     root = info.imports[head].split(".", 1)[0]
     return root == "torch" or root in sys.stdlib_module_names or root in {
         m.name.split(".", 1)[0] for m in ctx.facts.modules}
-
-
-def _worst(a: bool | None, b: bool | None) -> bool | None:
-    if a is True or b is True:
-        return True
-    return None if a is None or b is None else False
 
 
 def plan_sync_bn(ctx: Context) -> None:
