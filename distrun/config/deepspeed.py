@@ -77,6 +77,7 @@ _KNOWN = {
     "weight_quantization", "zero_optimization_stage", "monitor_config", "torch_autocast",
     "managed_gradient_accumulation",
 }
+KNOWN_KEYS = frozenset(_KNOWN)  # the top-level keys DeepSpeed 0.19.8 reads
 DEEPSPEED_KEYS = {"train_batch_size", "train_micro_batch_size_per_gpu",
                   "gradient_accumulation_steps", "zero_optimization", "fp16", "bf16",
                   "optimizer", "scheduler", "gradient_clipping", "steps_per_print"}

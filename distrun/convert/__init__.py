@@ -24,19 +24,23 @@ DEEP_RECURSION_LIMIT = 40_000  # Python's compiler accepts about 3,000 levels of
 
 
 def convert_source(source: str, filename: str = "<string>",
-                   options: ConvertOptions | None = None) -> ConvertResult:
-    """Convert the text of a script. Raises ConvertError if it is not valid Python, or
-    nests too deeply to convert even with a deep stack."""
-    return with_deep_stack(lambda: _convert(source, filename, options or ConvertOptions()),
-                           filename)
+                   options: ConvertOptions | None = None, folder: str | None = None
+                   ) -> ConvertResult:
+    """Convert the text of a script. `folder`: where the script lives, when the files the
+    user keeps beside it count (a DeepSpeed config); None: none is read. Raises
+    ConvertError if it is not valid Python, or nests too deeply to convert even with a
+    deep stack."""
+    return with_deep_stack(lambda: _convert(source, filename, options or ConvertOptions(),
+                                            folder), filename)
 
 
-def _convert(source: str, filename: str, options: ConvertOptions) -> ConvertResult:
+def _convert(source: str, filename: str, options: ConvertOptions, folder: str | None
+             ) -> ConvertResult:
     from distrun.convert.analysis import ModuleInfo
     from distrun.convert.pipeline import run
 
     module = parse(source, filename)
-    return run([ModuleInfo("__main__", filename, module)], options)[0]
+    return run([ModuleInfo("__main__", filename, module)], options, folder)[0]
 
 
 def parse(source: str, filename: str) -> Any:

@@ -28,13 +28,14 @@ class Mixed:
     scaler: str | None  # name of the GradScaler, or None (bf16 needs none)
 
 
-def autocast_forward(ctx: Context, backward_stmt: cst.CSTNode, loss: str, mixed: Mixed) -> None:
-    """Put the statements from the model's forward call to the loss inside autocast."""
+def autocast_forward(ctx: Context, backward_stmt: cst.CSTNode, loss: str, mixed: Mixed) -> bool:
+    """Put the statements from the model's forward call to the loss inside autocast;
+    False when they cannot be found (reported)."""
     facts, plan = ctx.facts, ctx.plan
     block = facts.parent.get(backward_stmt)
     siblings = list(block.body) if isinstance(block, (cst.IndentedBlock, cst.Module)) else []
     if backward_stmt not in siblings:
-        return
+        return False
     index = siblings.index(backward_stmt)  # type: ignore[arg-type]
     loss_at = next((i for i in range(index - 1, -1, -1)
                     if statement_assigns(siblings[i], loss)), None)
@@ -44,7 +45,7 @@ def autocast_forward(ctx: Context, backward_stmt: cst.CSTNode, loss: str, mixed:
                      "the forward pass was not put under autocast",
                      f"wrap the forward pass and loss in `with torch.autocast(\"cuda\", "
                      f"dtype=torch.{mixed.dtype}):`")
-        return
+        return False
     refs = ctx.model_calls()
     aliases = initialized_models(ctx)
     first = loss_at
@@ -56,6 +57,7 @@ def autocast_forward(ctx: Context, backward_stmt: cst.CSTNode, loss: str, mixed:
     plan.wrap(siblings[first], siblings[loss_at], lambda body: with_block(head, body))
     plan.change(siblings[first], "amp.autocast", f"forward pass and loss under `torch.autocast` "
                 f"({mixed.dtype})")
+    return True
 
 
 def scaled_steps(ctx: Context, near: cst.CSTNode, optimizer: str, scaler: str | None) -> None:
@@ -92,14 +94,15 @@ def initialized_models(ctx: Context) -> set[str]:
     return names
 
 
-def place_scaler(ctx: Context, scaler: str, sites: list[cst.CSTNode]) -> cst.CSTNode | None:
+def place_scaler(ctx: Context, scaler: str, sites: list[cst.CSTNode], enabled: str = FP16_ON
+                 ) -> cst.CSTNode | None:
     """Create the GradScaler `scaler` where every site that uses it (a scaled backward,
     a step) can read it: after the optimizer when they all run in its scope; else with
     the set-up block when they are all in the entry script (which sets up); else at the
     top level of each module that uses it (cheap at import, no process group needed).
     The optimizer's statement, if there is one (where the report says it)."""
     facts, plan = ctx.facts, ctx.plan
-    create = f'{scaler} = torch.amp.GradScaler("cuda", enabled={FP16_ON})\n'
+    create = f'{scaler} = torch.amp.GradScaler("cuda", enabled={enabled})\n'
     anchor = next((facts.statement(c) for c in facts.calls if is_optimizer(facts, c)), None)
     scopes = {facts.scope(site) for site in sites}
     modules = {facts.module_of(site).name: site for site in sites}

@@ -55,6 +55,8 @@ class Context:
     setup_lines: list[str] = field(default_factory=list)  # any -> setup: code it appends
     train_loaders: list[cst.Call] = field(default_factory=list)  # data -> deepspeed
     files: dict[str, str] = field(default_factory=dict)  # written beside the output
+    file_bases: dict[str, str] = field(default_factory=dict)  # file -> the user's it merges
+    folder: str | None = None  # where the entry lives: the user's files beside it (None: none)
     refusal: tuple[Finding, ModuleInfo] | None = None  # why nothing may be converted
     entry_is_library: bool = False  # setup -> pipeline: the entry only defines things
     _flow: Flow | None = field(default=None, repr=False)

@@ -62,6 +62,9 @@ class Model:
     homes: dict[cst.Call, Home] = field(default_factory=dict)  # forward call -> its home
     unhomed: list[cst.Call] = field(default_factory=list)  # training passes with no home
     wrapped: Wrapped = field(default_factory=lambda: Wrapped())  # the model transform's result
+    # --sync-bn: its BatchNorm layers become SyncBatchNorm ("found": the script builds
+    # some; "unseen": what builds it is not all in the script; "": left as it is)
+    sync_bn: Literal["", "found", "unseen"] = ""
 
 
 @dataclass

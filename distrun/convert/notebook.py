@@ -68,8 +68,8 @@ def script_from_notebook(data: bytes, name: str) -> Script:
     return script
 
 
-def convert_notebook(data: bytes, name: str, options: ConvertOptions
-                     ) -> tuple[Script, ConvertResult]:
+def convert_notebook(data: bytes, name: str, options: ConvertOptions,
+                     folder: str | None = None) -> tuple[Script, ConvertResult]:
     """The notebook `data` (named `name`) as a script, and that script converted, with a
     finding for each line commented out. InputError if it is no notebook or has no code;
     a ConvertError at a line of the script is named by the cell and its line."""
@@ -80,7 +80,7 @@ def convert_notebook(data: bytes, name: str, options: ConvertOptions
     if not notebook.text.strip():
         raise InputError(f"{name}: no code cells: nothing to convert")
     try:
-        result = convert_source(notebook.text, name, options)
+        result = convert_source(notebook.text, name, options, folder)
     except ConvertError as err:  # named by the cell and its line, not the script's line
         found = notebook.where.get(err.line) if err.line is not None else None
         if found is None or err.column is None or err.detail is None:

@@ -10,7 +10,7 @@ by the target itself (`convert.targets.options_from`, which callers use).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, fields
 from typing import Any, Literal
 
 Amp = Literal["keep", "fp16", "bf16", "none"]
@@ -29,6 +29,15 @@ class ConvertOptions:
     offload_optimizer: str = "none"  # deepspeed: "cpu" keeps the optimizer's state in RAM
     shard: str = "auto"  # fsdp: the block classes sharded one by one ("auto": found)
     partial: bool = False  # write the result even if a model or training data is left as is
+    # the fields the user set on the command line (a user's ds_config.json decides the
+    # ZeRO stage and the offload when --zero and --offload-optimizer are not given)
+    chosen: frozenset[str] = field(default=frozenset(), compare=False, repr=False)
+
+    def gave(self, name: str) -> bool:
+        """Was the field `name` set by the user: on the command line, or to another value
+        than its default?"""
+        default = next(f.default for f in fields(self) if f.name == name)
+        return name in self.chosen or getattr(self, name) != default
 
 
 @dataclass(frozen=True)
@@ -102,7 +111,8 @@ def read_options(given: dict[str, Any]) -> ConvertOptions:
             word = raw if raw is not None else option.default
             if word is not None:
                 values[option.field] = option.value(word)
-    options = ConvertOptions(**values)
+    chosen = frozenset(o.field for o in OPTIONS if given.get(o.field) not in (None, False))
+    options = ConvertOptions(**values, chosen=chosen)
     elsewhere: dict[str, list[str]] = {}
     for option in OPTIONS:
         if option.only_for not in (None, options.target) and given.get(option.field) \
@@ -136,3 +146,21 @@ def read_words(words: Sequence[str]) -> dict[str, Any]:
             raise ValueError(f"{word} takes one of {', '.join(option.choices)}, not {choice!r}")
         given[option.field] = choice
     return given
+
+
+def given_flags(options: ConvertOptions) -> list[str]:
+    """The options set to something else than their default, as the command line
+    writes them (`["--to deepspeed", "--amp bf16", "--sync-bn"]`)."""
+    default = ConvertOptions()
+    flags = []
+    for option in OPTIONS:
+        value = getattr(options, option.field)
+        if value == getattr(default, option.field) or option.field == "partial":
+            continue  # --partial says what to write, not what to rewrite
+        if option.is_flag:
+            flags.append(option.flag)
+        elif option.values:
+            flags.append(f"{option.flag} {option.choices[option.values.index(value)]}")
+        else:
+            flags.append(f"{option.flag} {value}")
+    return flags

@@ -20,7 +20,7 @@ from distrun.convert.defined import undefined_uses
 from distrun.convert.edits import Plan
 from distrun.convert.idioms import DATALOADER, is_backward, is_optimizer
 from distrun.convert.names import Names
-from distrun.convert.options import ConvertOptions
+from distrun.convert.options import ConvertOptions, given_flags
 from distrun.convert.report import ConvertResult, Finding, Status
 from distrun.convert.rules import RULES
 from distrun.convert.targets import target_for
@@ -30,8 +30,10 @@ from distrun.convert.transforms.old_launcher import local_rank_option
 from distrun.convert.transforms.spawned import spawned_worker
 
 
-def run(modules: list[ModuleInfo], options: ConvertOptions) -> list[ConvertResult]:
-    """Convert the modules of a script or project (entry first): one result each."""
+def run(modules: list[ModuleInfo], options: ConvertOptions, folder: str | None = None
+        ) -> list[ConvertResult]:
+    """Convert the modules of a script or project (entry first): one result each.
+    `folder`: where the entry lives, for the files the user keeps beside it."""
     facts = Facts.build(modules)
     stopped = _gate(facts)
     pipeline: tuple[Transform | Stage, ...] = PIPELINE
@@ -41,9 +43,17 @@ def run(modules: list[ModuleInfo], options: ConvertOptions) -> list[ConvertResul
         elif local_rank_option(facts):  # written for the old launcher
             stopped, pipeline = None, (old_launcher.COMPLETE,)
     target = target_for(options)
+    flags = given_flags(options)
+    if stopped is not None and stopped[0] == "already-distributed" and flags:
+        finding = stopped[1]
+        stopped = (stopped[0], replace(finding, message=f"{finding.message}; "
+                                       f"{', '.join(flags)} not applied"), stopped[2])
+    elif stopped is None and pipeline is not PIPELINE and flags:
+        return _unchanged(facts, target.launcher, "unsupported", *_completed_only(
+            facts, pipeline, flags))
     if stopped is not None:
         return _unchanged(facts, target.launcher, *stopped)
-    ctx = Context(facts, Plan(facts), _names(facts), options, target)
+    ctx = Context(facts, Plan(facts), _names(facts), options, target, folder=folder)
     for step in pipeline:
         for transform in target.transforms(step) if isinstance(step, str) else (step,):
             if transform.applies(ctx):
@@ -60,6 +70,7 @@ def run(modules: list[ModuleInfo], options: ConvertOptions) -> list[ConvertResul
         status: Status = "converted" if output != source or info.is_entry else "nothing-to-do"
         results.append(ConvertResult(source, output, status, report.changes, report.findings,
                                      files=ctx.files if info.is_entry else {},
+                                     bases=ctx.file_bases if info.is_entry else {},
                                      batch_note=report.batch_note, launcher=target.launcher))
         broken = _undefined(facts, info, output, ctx.names.introduced()) \
             if output != source else None
@@ -152,6 +163,24 @@ def _names(facts: Facts) -> Names:
             imports[name] = qualified if imports.get(name, qualified) == qualified \
                 else "<several>"
     return Names.avoiding(facts.bound_names, imports)
+
+
+def _completed_only(facts: Facts, pipeline: tuple[Transform | Stage, ...], flags: list[str]
+                    ) -> tuple[Finding, ModuleInfo]:
+    """A script already distributed (mp.spawn, the old launcher) is only completed for a
+    launcher, its own DDP code kept: the options that would change it are refused."""
+    spawn = spawned_worker(facts)
+    node = spawn[0] if spawn is not None and pipeline == (spawned.COMPLETE,) \
+        else local_rank_option(facts)
+    how = "starts its DDP workers with mp.spawn" if spawn is not None else \
+        "is written for torch.distributed.launch"
+    return Finding(
+        facts.line(node) if node is not None else 1, "detect.options_not_applied", "error",
+        f"the script {how}: distrun only completes it for the launcher and keeps its own "
+        f"DDP code, so {', '.join(flags)} cannot apply", "convert it without "
+        f"{'this option' if len(flags) == 1 else 'these options'} (its DDP code stays as "
+        "written), then make the change by hand"), \
+        facts.module_of(node) if node is not None else facts.entry
 
 
 def _gate(facts: Facts) -> tuple[Status, Finding, ModuleInfo] | None:

@@ -103,7 +103,7 @@ def convert_project(entry: str, options: ConvertOptions | None = None,
     def work() -> list[ConvertResult]:
         infos = [ModuleInfo(s.name, s.rel, parse(s.script.text, str(shown_top / s.rel)),
                             is_entry=i == 0) for i, s in enumerate(sources)]
-        return run(infos, options or ConvertOptions())
+        return run(infos, options or ConvertOptions(), str(entry_path.parent))
 
     results = with_deep_stack(work, entry)
     return ProjectResult(top, [FileResult(s, r) for s, r in zip(sources, results, strict=True)],

@@ -47,6 +47,8 @@ class ConvertResult:
     changes: list[Change] = field(default_factory=list)
     findings: list[Finding] = field(default_factory=list)
     files: dict[str, str] = field(default_factory=dict)  # name -> text, beside the output
+    # name -> the user's file (its absolute path) a file of `files` was merged from
+    bases: dict[str, str] = field(default_factory=dict)
     batch_note: str | None = None  # what sharding the loaders does to the batch, if it does
     launcher: str = "torchrun"  # the `distrun launch --launcher` that runs the result
 

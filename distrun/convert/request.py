@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 from distrun.convert.options import ConvertOptions
+from distrun.convert.replaced import merge_needs_force, note_replaced
 from distrun.errors import EXIT_FOUND_WORK, EXIT_NOT_CONVERTED, EXIT_OK, InputError
 from distrun.files import FileWrite, same_file
 
@@ -186,7 +187,8 @@ def _script(request: ConvertRequest) -> ConvertOutcome:
         raise InputError(f"{request.source}: empty file (no Python code in it): nothing to "
                          "convert", "check that this is the script you meant: it holds no "
                          "code")
-    result = convert_source(script.text, request.source, request.options)
+    result = convert_source(script.text, request.source, request.options,
+                            str(Path(request.source).parent))
     default = default_output(request.source, request.options.target)
     return _one_file(request, result, default, script.encode, like=request.source)
 
@@ -203,7 +205,7 @@ def _notebook(request: ConvertRequest) -> ConvertOutcome:
         data = path.read_bytes()
     except OSError as err:
         raise InputError(f"{request.source}: cannot read: {err.strerror}") from None
-    notebook, result = convert_notebook(data, request.source, request.options)
+    notebook, result = convert_notebook(data, request.source, request.options, str(path.parent))
     return _one_file(request, result, default, str.encode, like=None, cells=notebook.where)
 
 
@@ -228,6 +230,8 @@ def _one_file(request: ConvertRequest, result: ConvertResult, default: str,
                        backup=(in_place and request.backup) or request.force)]
     beside = [FileWrite(str(Path(path).parent / name), text.encode(), backup=replace,
                         force=replace) for name, text in result.files.items()]
+    merge_needs_force(result, beside)
+    note_replaced(result, beside)
     written = path + "".join(f" (and {f.path})" for f in beside)
     return ConvertOutcome(request, result, cells=cells, files=(*files, *beside),
                           written=written, launch=path if launch else None)
@@ -266,6 +270,7 @@ def _project(request: ConvertRequest) -> ConvertOutcome:
         folder = (shown / project.entry.source.rel).parent
         files += [FileWrite(str(folder / name), text.encode(), backup=True, force=True)
                   for name, text in beside.items()]
+        note_replaced(project.entry.result, files)
         written = f"{len(project.changed)} file(s) in place" if project.changed else None
         return ConvertOutcome(request, outcome.result, project, files=tuple(files),
                               written=written)

@@ -43,6 +43,8 @@ _RULES: tuple[tuple[str, str], ...] = (
      "multiprocessing): not converted; torchrun should start them."),
     ("detect.no_training", "No optimizer, DataLoader or backward() on a torch import: "
      "nothing to convert."),
+    ("detect.options_not_applied", "A script already distributed (mp.spawn, the old "
+     "launcher) is only completed: options that would change it are refused."),
     # -- device -------------------------------------------------------------------
     ("device.string", "A device string or torch.device('cuda') becomes the local rank's "
      "device."),
@@ -111,6 +113,10 @@ _RULES: tuple[tuple[str, str], ...] = (
      "keeps its `module.` keys; one loaded into it loses them."),
     ("model.dataparallel_type_check", "`DataParallel` in a type check becomes DDP."),
     ("model.sync_bn", "--sync-bn: BatchNorm layers become SyncBatchNorm on GPU."),
+    ("model.sync_bn_already", "--sync-bn: the script already uses SyncBatchNorm: no "
+     "second conversion."),
+    ("model.sync_bn_nothing", "--sync-bn: a model with no BatchNorm layer (refused when "
+     "no model has one)."),
     ("model.not_found", "No model found: no optimizer is built from a model's "
      "parameters."),
     ("model.no_forward", "No training forward pass of a model found: it was not "
@@ -131,6 +137,8 @@ _RULES: tuple[tuple[str, str], ...] = (
      "sharded evaluation."),
     ("evaluation.left_whole", "--eval shard: a loader whose loop does not sum its "
      "metrics is left whole."),
+    ("evaluation.no_loader", "--eval shard: the script has no evaluation loader: "
+     "refused."),
     ("loss.sum_reduction", "A loss summed over the batch: its scale now depends on the "
      "per-rank batch."),
     ("batch_loss.gather", "A loss over the whole batch (in-batch negatives, batch "
@@ -144,12 +152,16 @@ _RULES: tuple[tuple[str, str], ...] = (
     ("amp.autocast_missed", "--amp: the forward pass could not be put under autocast."),
     ("amp.grad_scaler", "--amp fp16: a GradScaler (enabled with CUDA only)."),
     ("amp.scaler_step", "--amp fp16: `optimizer.step()` goes through the GradScaler."),
-    ("amp.no_backward", "--amp: no `loss.backward()` found to put under autocast."),
+    ("amp.no_backward", "--amp fp16|bf16: no forward pass could be put under autocast: "
+     "refused."),
     ("amp.remove_autocast", "Autocast removed (--amp none, or the target sets the "
      "precision)."),
-    ("amp.remove_scaler", "GradScaler removed (--amp none, or the target sets the "
-     "precision)."),
-    ("amp.scaler_leftover", "A use of the removed GradScaler is left."),
+    ("amp.remove_scaler", "GradScaler removed, or disabled where its state is used (--amp "
+     "none or bf16, or the target sets the precision)."),
+    ("amp.dtype", "--amp fp16|bf16 on a script that autocasts already: its autocast runs "
+     "in the dtype asked for."),
+    ("amp.already", "--amp fp16|bf16: the script already autocasts in that dtype: kept."),
+    ("amp.nothing_to_remove", "--amp none: the script has no mixed precision to remove."),
     ("amp.apex_initialize", "apex `amp.initialize` becomes torch.amp."),
     ("amp.apex_scale_loss", "apex `amp.scale_loss` becomes `scaler.scale(loss)`."),
     ("amp.apex_scale_loss_alone", "apex `amp.scale_loss` without `amp.initialize` in "
@@ -164,12 +176,19 @@ _RULES: tuple[tuple[str, str], ...] = (
     ("amp.apex_import", "apex imports removed."),
     ("grad_accum.no_sync", "--grad-accum-no-sync: micro-steps that do not step skip the "
      "gradient all-reduce."),
-    ("grad_accum.condition", "--grad-accum-no-sync: the step condition reads the "
-     "micro-step's values: no no_sync added."),
-    ("grad_accum.none_found", "--grad-accum-no-sync: no loop steps under a condition."),
+    ("grad_accum.condition", "--grad-accum-no-sync: a loop whose micro-steps cannot skip "
+     "the all-reduce (refused when no loop can)."),
+    ("grad_accum.none_found", "--grad-accum-no-sync: no loop steps under a condition: "
+     "refused."),
     ("scale_lr.scaled", "--scale-lr: the learning rate is multiplied by WORLD_SIZE."),
-    ("scale_lr.default_lr", "--scale-lr: an optimizer with its default learning rate is "
-     "not scaled."),
+    ("scale_lr.default_lr", "--scale-lr: an optimizer's default learning rate is written "
+     "out, multiplied by WORLD_SIZE."),
+    ("scale_lr.scheduler", "--scale-lr: the rates OneCycleLR and CyclicLR set are "
+     "multiplied by WORLD_SIZE."),
+    ("scale_lr.param_group", "--scale-lr: a learning rate set by hand in a parameter group "
+     "is multiplied by WORLD_SIZE."),
+    ("scale_lr.no_lr", "--scale-lr: the script builds no optimizer: refused."),
+    ("scale_lr.unreadable", "--scale-lr: a learning rate that cannot be read: refused."),
     # -- output, files, agreement between ranks ------------------------------------
     ("checkpoint.rank0_save", "A checkpoint is saved by rank 0 only, then every rank "
      "waits for it."),
@@ -230,6 +249,8 @@ _RULES: tuple[tuple[str, str], ...] = (
     ("accelerate.prepare_loader", "A training DataLoader goes through "
      "`accelerator.prepare`."),
     ("accelerate.backward", "`loss.backward()` becomes `accelerator.backward(loss)`."),
+    ("accelerate.apex_amp", "apex with --amp fp16|bf16: the Accelerator's mixed precision "
+     "cannot take apex's scaled loss."),
     ("deepspeed.one_model", "DeepSpeed needs one model trained by one optimizer."),
     ("deepspeed.updated_by_hand", "A model updated without an optimizer cannot become a "
      "DeepSpeed engine."),
@@ -251,6 +272,29 @@ _RULES: tuple[tuple[str, str], ...] = (
     ("deepspeed.grad_accum", "Gradient accumulation keeps the script's condition "
      "(managed_gradient_accumulation false)."),
     ("deepspeed.micro_batch", "train_micro_batch_size_per_gpu read from the script."),
+    ("deepspeed.config_base", "The user's DeepSpeed config (named by the script's option, or "
+     "beside it) is the base of the one written."),
+    ("deepspeed.config_named", "The script's own option names the DeepSpeed config: the "
+     "converted script reads the one it names."),
+    ("deepspeed.config_merge", "A key of the written config that distrun adds, changes or "
+     "removes in the user's."),
+    ("deepspeed.config_kept", "A value of the user's config kept where distrun alone would "
+     "write another."),
+    ("deepspeed.config_optimizer", "The user's config names an optimizer DeepSpeed will not "
+     "use: the script's own is given to it."),
+    ("deepspeed.config_scheduler", "The user's config sets a scheduler (refused when the "
+     "script steps one of its own)."),
+    ("deepspeed.config_comments", "The user's config had comments the written JSON does not "
+     "keep."),
+    ("deepspeed.config_check", "A problem `config validate` finds in the config written."),
+    ("deepspeed.config_ambiguous", "Several DeepSpeed configs beside the script, none named: "
+     "refused."),
+    ("deepspeed.config_unreadable", "The user's DeepSpeed config is not a JSON object: "
+     "refused."),
+    ("deepspeed.config_replaced", "--force replaces a config the conversion did not merge "
+     "from: the keys it loses or changes."),
+    ("deepspeed.config_zero3_eval", "The user's config sets ZeRO-3 and --eval shard was "
+     "given: refused."),
     ("deepspeed.untested_optimizer", "zero_allow_untested_optimizer for an optimizer "
      "DeepSpeed does not test under ZeRO."),
     ("deepspeed.checkpoint_save", "Every rank also saves the engine's checkpoint beside "
@@ -272,6 +316,9 @@ _RULES: tuple[tuple[str, str], ...] = (
     ("fsdp.forward_method", "A method that calls self.forward() is registered with "
      "FSDP2."),
     ("fsdp.no_blocks", "No repeated blocks: only the root is sharded."),
+    ("fsdp.shard_unknown", "--shard names a class that does not build the model: refused."),
+    ("fsdp.shard_unseen", "--shard names a class the script does not show (a library "
+     "builds the model)."),
     ("fsdp.memory", "The memory the sharding saves, from the parameter count."),
     ("fsdp.model_out_of_reach", "The model cannot be reached where its optimizer is "
      "built."),

@@ -72,6 +72,8 @@ class Accelerate:
         return ()
 
     def precision_owner(self, options: ConvertOptions) -> str | None:
+        if options.amp in ("fp16", "bf16"):  # the script's own would scale the loss twice
+            return f"--amp {options.amp}: the Accelerator's mixed_precision sets it"
         return None
 
     def wrapped_name(self, model_name: str) -> str:
@@ -202,16 +204,28 @@ class Accelerate:
 
 def _backward_through_accelerator(ctx: Context) -> None:
     facts, acc = ctx.facts, ctx.names.accelerator
+    owner = ctx.target.precision_owner(ctx.options)
     scaled = {dotted(item.asname.name) for c in facts.calls
               if facts.call_name(c) == "apex.amp.scale_loss"
               and isinstance(item := facts.parent.get(c), cst.WithItem) and item.asname}
+    if scaled and owner is not None:
+        ctx.refuse(next(c for c in facts.calls if facts.call_name(c) == "apex.amp.scale_loss"),
+                   "accelerate.apex_amp", f"apex's scaled loss with --amp {ctx.options.amp} "
+                   "(the Accelerator's mixed_precision): the loss would be scaled by "
+                   "neither (apex becomes a disabled GradScaler, whose backward does not "
+                   "go through the Accelerator)", "convert with --amp keep "
+                   "(apex becomes torch.amp in the script), or --to ddp")
+        return
     for call in facts.calls:
         if not is_backward(call):
             continue
         assert isinstance(call.func, cst.Attribute)
         loss = call.func.value
-        if isinstance(loss, cst.Call) or dotted(loss) in {None, *scaled}:
+        if owner is not None and isinstance(loss, cst.Call) and isinstance(
+                loss.func, cst.Attribute) and loss.func.attr.value == "scale" and loss.args:
+            loss = loss.args[0].value  # the GradScaler is gone: scaler.scale(loss) is loss
+        elif isinstance(loss, cst.Call) or dotted(loss) in {None, *scaled}:
             continue  # scaler.scale(loss).backward() and apex's scaled loss stay as they are
         backward_through(ctx, call, acc)
-        ctx.plan.change(call, "accelerate.backward", f"`{facts.code(loss)}.backward()` -> "
-                        f"`{acc}.backward({facts.code(loss)})`")
+        ctx.plan.change(call, "accelerate.backward", f"`{facts.code(call.func.value)}"
+                        f".backward()` -> `{acc}.backward({facts.code(loss)})`")

@@ -16,6 +16,9 @@ keeps the module itself: under ZeRO-1/2 each rank holds all the weights, so
 the script's torch optimizer (its learning-rate scheduler keeps working): ZeRO shards
 its state, and `engine.step()` steps it. ds_config.json (see `deepspeed_config`) is
 written beside the output; the script reads it from $DS_CONFIG, by default beside itself.
+A DeepSpeed config the user already has (named by the script's own option, or beside
+it: `deepspeed_user`) is its base, each change reported (`deepspeed_merge`), and the
+options not given (--zero, the precision under --amp keep) are that config's.
 
 Gradient accumulation (the step under a condition) keeps the script's condition:
 `managed_gradient_accumulation: false` makes each `engine.step()` a step, and
@@ -44,7 +47,7 @@ from distrun.convert.options import ConvertOptions
 from distrun.convert.options import Target as TargetName
 from distrun.convert.syntax import string_value
 from distrun.convert.targets import deepspeed_checkpoint as ds_checkpoint
-from distrun.convert.targets import deepspeed_settings, deepspeed_zero3
+from distrun.convert.targets import deepspeed_settings, deepspeed_user, deepspeed_zero3
 from distrun.convert.targets.base import (
     TorchDistributed,
     backward_through,
@@ -64,6 +67,9 @@ class DeepSpeed(TorchDistributed):
     wrap_call = "`deepspeed.initialize`"
     launcher = "deepspeed"
 
+    def __init__(self) -> None:
+        self.user: deepspeed_user.UserConfig | None = None  # found at "prepared"
+
     def check_options(self, options: ConvertOptions, given: Mapping[str, Any]) -> None:
         if options.zero == 3 and options.eval_shard:
             raise ValueError("--eval shard does not apply to --zero 3: each forward pass of "
@@ -75,8 +81,10 @@ class DeepSpeed(TorchDistributed):
                              "optimizer steps")
 
     def transforms(self, stage: Stage) -> tuple[Transform, ...]:
+        if stage == "prepared":  # before the precision is removed: it may be the user's
+            return (Transform("deepspeed-user-config", self._user_config),)
         if stage == "engine":
-            return (Transform("deepspeed", plan_deepspeed),)
+            return (Transform("deepspeed", self._plan),)
         if stage == "late":
             return (Transform("deepspeed-zero3", deepspeed_zero3.plan_zero3,
                               lambda ctx: ctx.options.zero == 3),)
@@ -84,6 +92,17 @@ class DeepSpeed(TorchDistributed):
 
     def precision_owner(self, options: ConvertOptions) -> str | None:
         return "DeepSpeed sets the precision from ds_config.json"
+
+    def _user_config(self, ctx: Context) -> None:
+        """The user's own DeepSpeed config, the base of the one written; the options left
+        to it settled from it."""
+        self.user = deepspeed_user.find(ctx)
+        if self.user is not None:
+            deepspeed_user.settle(ctx, self.user)
+
+    def _plan(self, ctx: Context) -> None:
+        if self.user is not None:
+            plan_deepspeed(ctx, self.user)
 
     def wrapped_name(self, model_name: str) -> str:
         return f"{model_name}_engine"
@@ -145,7 +164,7 @@ def _plain(code: str, home: Home) -> bool:
     return "." not in code and not code.startswith("<")
 
 
-def plan_deepspeed(ctx: Context) -> None:
+def plan_deepspeed(ctx: Context, user: deepspeed_user.UserConfig) -> None:
     _refuse_what_cannot_move(ctx)
     if ctx.refusal is not None:
         return
@@ -165,8 +184,9 @@ def plan_deepspeed(ctx: Context) -> None:
         return
     _local_rank_argument(ctx)
     ds_checkpoint.convert_saves(ctx, is_model_optimizer, engine_at)
-    deepspeed_settings.write_config(ctx, model, clipping,
-                                    deepspeed_settings.accumulation(ctx, steps))
+    deepspeed_user.read_from_option(ctx, user)
+    deepspeed_settings.write_config(ctx, model, user, clipping,
+                                    deepspeed_settings.accumulation(ctx, steps), steps)
 
 
 def engine_at(ctx: Context, site: cst.CSTNode) -> str | None:
@@ -205,7 +225,8 @@ def _refuse_what_cannot_move(ctx: Context) -> None:
             ctx.refuse(call, "deepspeed.amp_in_code",
                        "mixed precision written in code: under DeepSpeed it is set in "
                        "ds_config.json", "convert with --amp fp16, --amp bf16 or --amp none: "
-                       "distrun removes autocast and the GradScaler and sets the config")
+                       "distrun removes autocast and the GradScaler and sets the config (or "
+                       "set fp16 or bf16 in your own ds_config.json beside the script)")
         elif method_name(call) == "load_state_dict" and is_model_optimizer(ctx, call) \
                 and ds_checkpoint.load_path(ctx, call) is None:
             ctx.refuse(call, "deepspeed.untraced_resume",

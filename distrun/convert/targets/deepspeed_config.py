@@ -26,7 +26,6 @@ from dataclasses import dataclass
 import libcst as cst
 
 from distrun.convert.analysis import Facts, keyword, positional
-from distrun.convert.options import ConvertOptions
 from distrun.convert.syntax import string_value
 
 FILENAME = "ds_config.json"
@@ -140,31 +139,6 @@ def micro_batch(facts: Facts, loader: cst.Call | None) -> Value | None:
         return None if any(a.star == "**" for a in loader.args) else Value(1, "DataLoader's "
                                                                             "default")
     return constant(facts, arg.value)
-
-
-def config(options: ConvertOptions, micro: int, clipping: float, untested: bool,
-           accumulation: int = 0) -> dict[str, object]:
-    """The ds_config.json for these values."""
-    zero: dict[str, object] = {"stage": options.zero}
-    if options.offload_optimizer == "cpu":
-        zero["offload_optimizer"] = {"device": "cpu"}
-    data: dict[str, object] = {
-        "train_micro_batch_size_per_gpu": micro,
-        "gradient_accumulation_steps": max(accumulation, 1),
-        "gradient_clipping": clipping,
-        "zero_optimization": zero,
-    }
-    if accumulation:  # the script's condition decides: each engine.step() is a step
-        data["managed_gradient_accumulation"] = False
-    if untested:
-        data["zero_allow_untested_optimizer"] = True
-    if options.offload_optimizer == "cpu":
-        data["zero_force_ds_cpu_optimizer"] = False  # the script's own optimizer, on CPU
-    if options.amp == "fp16":  # DeepSpeed's loss scaling; float inputs cast to half
-        data["fp16"] = {"enabled": True, "auto_cast": True}
-    elif options.amp == "bf16":  # fp32 weights, the forward pass autocast: as in the script
-        data["torch_autocast"] = {"enabled": True, "dtype": "bfloat16"}
-    return data
 
 
 def text(data: dict[str, object]) -> str:

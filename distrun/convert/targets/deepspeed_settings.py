@@ -6,14 +6,18 @@ output, and the lines that tell the script where to find it ($DS_CONFIG).
 
 from __future__ import annotations
 
+import json
+from pathlib import PurePath
+
 import libcst as cst
 
 from distrun.convert.analysis import keyword, positional, walk
 from distrun.convert.context import Context
 from distrun.convert.idioms import method_name
 from distrun.convert.models import Model
-from distrun.convert.targets import deepspeed_config
+from distrun.convert.targets import deepspeed_config, deepspeed_merge
 from distrun.convert.targets.base import is_model_optimizer
+from distrun.convert.targets.deepspeed_user import UserConfig
 
 CLIP_NORM = frozenset({"torch.nn.utils.clip_grad_norm_",
                        "torch.nn.utils.clip_grad.clip_grad_norm_"})
@@ -93,15 +97,16 @@ def accumulation(ctx: Context, steps: list[cst.Call]) -> int:
     return count
 
 
-def write_config(ctx: Context, model: Model,
-                  clipping: tuple[float, str, cst.Call | None], accumulation: int) -> None:
+def write_config(ctx: Context, model: Model, user: UserConfig,
+                 clipping: tuple[float, str, cst.Call | None], accumulation: int,
+                 steps: list[cst.Call]) -> None:
     facts, plan = ctx.facts, ctx.plan
     loader = ctx.train_loaders[0] if ctx.train_loaders else None
     micro = deepspeed_config.micro_batch(facts, loader)
     if micro is None:
         plan.finding(loader, "deepspeed.micro_batch",
                      "the training batch size cannot be read from the "
-                     f"script: train_micro_batch_size_per_gpu is 1 in {deepspeed_config.FILENAME}",
+                     f"script: train_micro_batch_size_per_gpu is 1 in {user.name}",
                      "set it to the per-process batch size (DeepSpeed uses it in its "
                      "throughput logs; the DataLoader still decides the batch)")
     else:
@@ -120,16 +125,18 @@ def write_config(ctx: Context, model: Model,
     plan.change(where or model.optimizer, "deepspeed.clipping",
                 f"gradient_clipping {clip:g} ({how}; "
                 "written out because DeepSpeed 0.19.8 otherwise clips at 1.0)")
-    data = deepspeed_config.config(ctx.options, int(micro.number) if micro else 1, clip, untested,
-                           accumulation)
-    ctx.files[deepspeed_config.FILENAME] = deepspeed_config.text(data)
+    found = deepspeed_merge.Found(micro, clipping, str(optimizer_name) if untested else None,
+                                  accumulation, loader, steps[0] if steps else None)
+    ctx.files[user.name] = deepspeed_merge.write(ctx, user, model, found)
+    if user.source is not None:
+        ctx.file_bases[user.name] = str(user.source)
     n = ctx.names
-    beside = '"ds_config.json"' if facts.entry.path.endswith(".ipynb") else (
-        f'{n.os}.path.join({n.os}.path.dirname({n.os}.path.abspath(__file__)), '
-        '"ds_config.json")')
+    name = json.dumps(user.name)
+    beside = name if facts.entry.path.endswith(".ipynb") or PurePath(user.name).is_absolute() \
+        else f'{n.os}.path.join({n.os}.path.dirname({n.os}.path.abspath(__file__)), {name})'
     ctx.setup_lines.append(
         f'{n.os}.environ.setdefault("LOCAL_RANK", str({n.local_rank}))  # deepspeed.initialize '
         'reads it\n'
         f"# DeepSpeed's settings (ZeRO stage, batch, clipping): $DS_CONFIG, else "
-        f"{deepspeed_config.FILENAME} beside this script\n"
+        f"{user.name} beside this script\n"
         f'{n.os}.environ.setdefault("DS_CONFIG", {beside})\n')

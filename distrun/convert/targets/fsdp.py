@@ -36,9 +36,10 @@ from typing import Any
 import libcst as cst
 
 from distrun.convert.analysis import dotted
-from distrun.convert.build import statements
+from distrun.convert.build import code_of, statements
 from distrun.convert.context import Context, Stage, Transform, Wrapping, WrapSite
 from distrun.convert.idioms import DATA_PARALLEL, MOVES, method_name
+from distrun.convert.layers import built_from, sync_bn_lines
 from distrun.convert.models import Model, is_moved, model_code_at
 from distrun.convert.options import ConvertOptions
 from distrun.convert.options import Target as TargetName
@@ -104,6 +105,7 @@ def plan_fsdp(ctx: Context) -> None:
         return
     anchor, code = site
     blocks = block_classes(ctx)
+    _named_blocks_exist(ctx, model, blocks)
     _refuse_tied_blocks(ctx, blocks)
     if ctx.refusal is not None:
         return
@@ -196,6 +198,29 @@ def block_classes(ctx: Context) -> tuple[str, ...]:
     return tuple(dict.fromkeys(found))
 
 
+def _named_blocks_exist(ctx: Context, model: Model, blocks: tuple[str, ...]) -> None:
+    """--shard CLASS: a class that does not build the model would shard nothing on its
+    own (refused where every class of the model is in the script)."""
+    if ctx.options.shard.replace(" ", "") == "auto":
+        return
+    built = built_from(ctx, model)
+    missing = [b for b in blocks if b not in built.names]
+    if not missing:
+        return
+    named = ", ".join(missing)
+    if built.unseen:
+        ctx.plan.finding(model.optimizer, "fsdp.shard_unseen", f"--shard {named}: not a class "
+                         f"the script shows building `{model.place.code}` (a library builds "
+                         "part of it): sharded one by one if the model holds any",
+                         severity="info")
+        return
+    classes = ", ".join(sorted(n for n in built.names if n[:1].isupper()))
+    ctx.refuse(model.optimizer, "fsdp.shard_unknown", f"--shard {named}: no such class builds "
+               f"`{model.place.code}` (it is made of {classes}): nothing would be sharded "
+               "on its own", "name its repeated block classes with --shard, or use --shard "
+               "auto")
+
+
 def _repeated(ctx: Context, call: cst.Call) -> list[str]:
     """The class of `ModuleList([Block(...) for _ in range(n)])`, `Sequential(*[...])`
     or of a list of two or more calls of one class."""
@@ -261,6 +286,7 @@ def _shard(ctx: Context, model: Model, anchor: cst.BaseStatement, code: str,
         lines.append(f"{mixed} = MixedPrecisionPolicy(param_dtype=torch.bfloat16, "
                      "reduce_dtype=torch.float32)\n")
         policy = f", mp_policy={mixed}"
+    lines += [code_of(line) for line in sync_bn_lines(ctx, model, code, anchor)]
     if not is_moved(ctx.facts, ctx.flow, model):
         lines.append(f"{code}.to({n.device})\n")
     tensor = n.fresh("tensor")

@@ -19,14 +19,24 @@ from __future__ import annotations
 
 import libcst as cst
 
-from distrun.convert.analysis import dotted, keyword, positional, string_value
+from distrun.convert.analysis import Facts, dotted, keyword, positional, string_value
 from distrun.convert.autocast import FP16_ON, Mixed, autocast_forward, place_scaler, scaled_steps
 from distrun.convert.build import code_of, constant, expression, keep_leading_lines, statements
 from distrun.convert.context import Context
 
+_APEX_AMP = frozenset({"apex.amp.initialize", "apex.amp.scale_loss"})
 
-def migrate_apex(ctx: Context) -> bool:
-    """Migrate apex amp; True if the script used it (its mixed precision is then set)."""
+
+def uses_apex(facts: Facts) -> bool:
+    """Does the script scale its loss with apex amp?"""
+    return any(facts.call_name(c) in _APEX_AMP for c in facts.calls)
+
+
+def migrate_apex(ctx: Context, want: str = "keep", why: str = "--amp none") -> bool:
+    """Migrate apex amp; True if the script used it (its mixed precision is then set).
+    `want`: "keep" (apex's opt level), "fp16", "bf16" (bfloat16 autocast, the GradScaler
+    disabled), or "off" (no autocast, the GradScaler disabled: --amp none, or the target
+    sets the precision: `why`)."""
     facts, plan = ctx.facts, ctx.plan
     inits = [c for c in facts.calls if facts.call_name(c) == "apex.amp.initialize"]
     scale_withs = [c for c in facts.calls if facts.call_name(c) == "apex.amp.scale_loss"]
@@ -47,12 +57,16 @@ def migrate_apex(ctx: Context) -> bool:
                          "a global")
     level = "O1"  # scale_loss without initialize: apex's default level
     for call in inits:
-        level = _migrate_initialize(ctx, call, scaler)
+        level = _migrate_initialize(ctx, call, scaler, want, why)
     if not inits:
-        _create_scaler(ctx, scaler, scale_withs)
-    mixed = Mixed("float16", '"cuda"', "False" if level == "O0" else FP16_ON, scaler)
+        _create_scaler(ctx, scaler, scale_withs, want, why)
+    mixed: Mixed | None = None  # "off": no autocast
+    if want == "bf16":
+        mixed = Mixed("bfloat16", f"{ctx.names.device}.type", "True", scaler)
+    elif want != "off":
+        mixed = Mixed("float16", '"cuda"', _scaler_on(level, want), scaler)
     for call in scale_withs:
-        _migrate_scale_loss(ctx, call, mixed)
+        _migrate_scale_loss(ctx, call, mixed, scaler)
     _migrate_syncbn(ctx)
     for call in facts.calls:
         name = facts.call_name(call)
@@ -67,12 +81,28 @@ def migrate_apex(ctx: Context) -> bool:
     return True
 
 
-def _migrate_initialize(ctx: Context, call: cst.Call, scaler: str) -> str:
+def _scaler_on(level: str, want: str) -> str:
+    """Whether the GradScaler that replaces apex scales (an expression)."""
+    if want in ("off", "bf16"):
+        return "False"
+    return FP16_ON if want == "fp16" or level != "O0" else "False"
+
+
+def _precision_said(level: str, want: str, why: str) -> str:
+    return {"off": f"disabled, its calls pass through: {why}",
+            "bf16": "disabled: --amp bf16 autocasts in bfloat16, which needs no loss "
+                    "scaling; its calls pass through",
+            "fp16": "fp16 on GPU (--amp fp16" + ("; apex's O0 was fp32)" if level == "O0"
+                                                 else ")"),
+            }.get(want, "disabled: O0 is fp32" if level == "O0" else "fp16 on GPU")
+
+
+def _migrate_initialize(ctx: Context, call: cst.Call, scaler: str, want: str, why: str) -> str:
     """`amp.initialize(...)` -> a GradScaler; returns the opt level."""
     facts, plan = ctx.facts, ctx.plan
     opt = keyword(call, "opt_level")
     level = (string_value(opt.value) if opt else None) or "O1"
-    enabled = "False" if level == "O0" else FP16_ON
+    enabled = _scaler_on(level, want)
     stmt = facts.statement(call)
     new = [f'{scaler} = torch.amp.GradScaler("cuda", enabled={enabled})\n']
     assign = stmt.body[0] if isinstance(stmt, cst.SimpleStatementLine) else None
@@ -81,30 +111,31 @@ def _migrate_initialize(ctx: Context, call: cst.Call, scaler: str) -> str:
         sources = ", ".join(facts.code(a.value) for a in positional(call))
         if targets.replace(" ", "").strip("()") != sources.replace(" ", ""):
             new.insert(0, f"{targets} = {sources}\n")
-    if level == "O3":
+    if level == "O3" and want not in ("off", "bf16"):
         plan.finding(call, "amp.apex_o3", "opt_level O3 (a pure fp16 model) became fp16 autocast "
                      "with fp32 weights, like O1/O2: halving a model after its DDP wrap "
                      "breaks DDP", "if you need pure fp16, call `model.half()` before the "
                      "DDP wrap")
     if stmt is not None:
         plan.rewrite(stmt, keep_leading_lines(statements("".join(new))))
-    what = "disabled: O0 is fp32" if level == "O0" else "fp16 on GPU"
     plan.change(call, "amp.apex_initialize", f"apex `amp.initialize(opt_level=\"{level}\")` -> "
-                f"`torch.amp.GradScaler` ({what})")
+                f"`torch.amp.GradScaler` ({_precision_said(level, want, why)})")
     return level
 
 
-def _create_scaler(ctx: Context, scaler: str, scale_withs: list[cst.Call]) -> None:
+def _create_scaler(ctx: Context, scaler: str, scale_withs: list[cst.Call], want: str,
+                   why: str) -> None:
     """No `amp.initialize` here (another module initialised apex): the GradScaler that
     replaces it is created after the optimizer when the loss is scaled in its scope, else
     with the setup block."""
     plan = ctx.plan
-    place_scaler(ctx, scaler, list(scale_withs))
+    place_scaler(ctx, scaler, list(scale_withs), _scaler_on("O1", want))
     plan.finding(scale_withs[0], "amp.apex_scale_loss_alone",
                  "apex `amp.scale_loss` without `amp.initialize` in "
                  f"this script: `{scaler} = torch.amp.GradScaler(\"cuda\")` was created for "
-                 "it, as opt level O1 (fp16 on GPU)", "if apex ran at another opt level, set "
-                 "the GradScaler and autocast to match", severity="info")
+                 f"it, as opt level O1 ({_precision_said('O1', want, why)})", "if apex ran at "
+                 "another opt level, set the GradScaler and autocast to match",
+                 severity="info")
 
 
 def _drop_apex_imports(ctx: Context) -> None:
@@ -136,9 +167,9 @@ def _migrate_syncbn(ctx: Context) -> None:
                     "does not run on CPU)")
 
 
-def _migrate_scale_loss(ctx: Context, call: cst.Call, mixed: Mixed) -> None:
+def _migrate_scale_loss(ctx: Context, call: cst.Call, mixed: Mixed | None, scaler: str
+                        ) -> None:
     facts, plan = ctx.facts, ctx.plan
-    scaler = mixed.scaler
     args = positional(call)
     with_stmt = facts.statement(call)
     if not isinstance(with_stmt, cst.With) or len(args) < 2:
@@ -163,5 +194,6 @@ def _migrate_scale_loss(ctx: Context, call: cst.Call, mixed: Mixed) -> None:
     plan.rewrite(with_stmt, rewrite)
     plan.change(with_stmt, "amp.apex_scale_loss",
                 f"`with amp.scale_loss(...)` -> `{scaler}.scale({loss})`")
-    autocast_forward(ctx, with_stmt, loss, mixed)
+    if mixed is not None:
+        autocast_forward(ctx, with_stmt, loss, mixed)
     scaled_steps(ctx, with_stmt, optimizer, scaler)

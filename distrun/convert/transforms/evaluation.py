@@ -12,7 +12,8 @@ process prints.
 
 No padding (unlike DistributedSampler), so `len(test_loader.dataset)` stays the right
 divisor. Won't: shard a loader whose loop does not sum into variables set to a number
-before it (left whole, reported).
+before it (left whole, reported: a warning when no loader could be sharded). Refused
+(exit 4) when the script has no evaluation loader at all.
 """
 
 from __future__ import annotations
@@ -26,9 +27,17 @@ from distrun.convert.idioms import origin_names, train_loops, unwrap_iter
 
 
 def shard_eval_loaders(ctx: Context) -> None:
-    """Each evaluation loader whose loops sum their metrics is sharded."""
+    """Each evaluation loader whose loops sum their metrics is sharded; refused when the
+    script has no evaluation loader at all (the option would do nothing)."""
     facts = ctx.facts
+    if not ctx.eval_loaders:
+        ctx.refuse(None, "evaluation.no_loader", "--eval shard: the script has no "
+                   "evaluation DataLoader (one read under torch.no_grad() or in an "
+                   "evaluation function), so there is nothing to shard",
+                   "leave --eval shard out")
+        return
     train = {id(t.loop) for t in train_loops(facts)}
+    whole = []
     for loader in ctx.eval_loaders:
         loops = []
         for loop in facts.for_loops:
@@ -38,11 +47,17 @@ def shard_eval_loaders(ctx: Context) -> None:
             if origin_names(facts, code, facts.scope(loop), 0) & loader.names:
                 loops.append(loop)
         if not _shard(ctx, loader.call, loops):
-            ctx.plan.finding(loader.call, "evaluation.left_whole",
-                             "--eval shard: this evaluation loader was "
-                             "left whole (its loop does not sum metrics into variables set to "
-                             "a number before it); every rank evaluates the full set, so "
-                             "metrics are exact", severity="info")
+            whole.append(loader)
+    none = len(whole) == len(ctx.eval_loaders)  # the option did nothing: a warning
+    for loader in whole:
+        ctx.plan.finding(loader.call, "evaluation.left_whole",
+                         "--eval shard: this evaluation loader was "
+                         "left whole (its loop does not sum metrics into variables set to "
+                         "a number before it); every rank evaluates the full set, so "
+                         "metrics are exact" + (": no evaluation is sharded" if none else ""),
+                         "sum the metrics into variables set to a number before the loop "
+                         "(`total += ...`), or convert with --eval full" if none else "",
+                         severity="warning" if none else "info")
 
 
 # (FSDP2 and ZeRO-3 refuse --eval shard: each forward pass there is a collective.)

@@ -10,8 +10,10 @@ micro-batch but steps the optimizer only under a condition:
 The forward pass goes inside too: DDP decides at forward time whether the next backward
 synchronises. With accelerate: `accelerator.no_sync(model)`.
 
-Won't: a condition that reads what the micro-step computes (reported), or a step that is
-not in the backward's own block.
+Won't: a condition that reads what the micro-step computes, or a forward pass that is
+not in the backward's own block (reported; refused, exit 4, when no loop could take
+it). A script that does not accumulate (no step under a condition) is refused: the
+option would do nothing.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from distrun.convert.idioms import is_backward, is_optimizer_step
 def plan_no_sync(ctx: Context) -> None:
     facts, plan = ctx.facts, ctx.plan
     found = False
+    missed: list[tuple[cst.CSTNode, str, str]] = []  # (where, why not, fix)
     for call in facts.calls:
         if not is_backward(call):
             continue
@@ -51,13 +54,16 @@ def plan_no_sync(ctx: Context) -> None:
             if called:
                 first, model_code = i, called[0]
         if model_code is None:
+            missed.append((step_if, "the training forward pass is not in the backward's "
+                           "block", "put the forward pass, the backward and the step in one "
+                           "block, or skip the all-reduce with `model.no_sync()` yourself"))
             continue
         cond = facts.code(step_if.test)
         assigned = _assigned_names(body[first: index + 1])
         if any(n.value in assigned for n in facts.names if facts.inside(n, step_if.test)):
-            plan.finding(step_if, "grad_accum.condition", "the step condition reads values of the "
-                         "micro-step: no_sync not added", "skip the all-reduce with "
-                         "`model.no_sync()` around the non-final micro-steps yourself")
+            missed.append((step_if, "the step condition reads values of the micro-step",
+                           "skip the all-reduce with `model.no_sync()` around the non-final "
+                           "micro-steps yourself"))
             continue
         sync = ctx.target.no_sync(ctx, model_code)
         nullcontext = f"{ctx.names.contextlib}.nullcontext()"
@@ -68,10 +74,18 @@ def plan_no_sync(ctx: Context) -> None:
                     f"micro-steps that do not step the optimizer "
                     f"run under `{sync}`: their gradients are not all-reduced")
         found = True
-    if not found:
-        plan.finding(None, "grad_accum.none_found",
-                     "--grad-accum-no-sync: no loop steps the optimizer "
-                     "under a condition after an unconditional backward", severity="info")
+    if not found and missed:
+        where, why, fix = missed[0]
+        ctx.refuse(where, "grad_accum.condition", f"--grad-accum-no-sync: {why}: no "
+                   "micro-step could skip the all-reduce", f"{fix}; or leave the option out")
+    elif not found:
+        ctx.refuse(None, "grad_accum.none_found",
+                   "--grad-accum-no-sync: no loop steps the optimizer under a condition "
+                   "after an unconditional backward: the script does not accumulate "
+                   "gradients, so every backward must all-reduce", "leave "
+                   "--grad-accum-no-sync out")
+    for where, why, fix in missed if found else []:
+        plan.finding(where, "grad_accum.condition", f"{why}: no_sync not added", fix)
 
 
 TRANSFORM = Transform("grad-accum", plan_no_sync, lambda ctx: ctx.options.grad_accum_no_sync)

@@ -32,6 +32,7 @@ from distrun.convert.build import Rewrite, code_of, expression
 from distrun.convert.context import Context, Transform
 from distrun.convert.edits import Plan
 from distrun.convert.idioms import DATA_PARALLEL
+from distrun.convert.layers import plan_sync_bn
 from distrun.convert.models import find_models
 from distrun.convert.object_flow import Place
 from distrun.convert.transforms import wrap
@@ -41,6 +42,8 @@ def plan_model(ctx: Context) -> None:
     facts = ctx.facts
     ctx.models = find_models(facts, ctx.flow)
     removed = _plan_data_parallel(ctx)
+    if ctx.options.sync_bn and ctx.models:
+        plan_sync_bn(ctx)
     if not ctx.models:
         ctx.plan.finding(
             None, "model.not_found",

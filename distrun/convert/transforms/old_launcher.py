@@ -21,7 +21,7 @@ import libcst as cst
 from distrun.convert.analysis import Facts, keyword, positional, string_value
 from distrun.convert.build import append_keyword, code_of, expression
 from distrun.convert.context import Context, Transform
-from distrun.convert.idioms import train_loops
+from distrun.convert.idioms import DATALOADER, train_loops
 from distrun.convert.models import find_models
 from distrun.convert.object_flow import Place
 from distrun.convert.transforms.apex import migrate_apex
@@ -132,8 +132,11 @@ def _torch_ddp(ctx: Context, call: cst.Call) -> None:
 def report_gaps(ctx: Context) -> None:
     facts = ctx.facts
     samplers = [c for c in facts.calls if facts.call_name(c) in _SAMPLERS]
+    loaders = [c for c in facts.calls if facts.call_name(c) in DATALOADER]
+    if not samplers and not loaders:
+        return  # no DataLoader (data made by hand): nothing a sampler could shard
     if not samplers:
-        ctx.plan.finding(None, "old_launcher.no_sampler",
+        ctx.plan.finding(loaders[0], "old_launcher.no_sampler",
                          "no DistributedSampler: every rank reads the whole "
                          "training set", "give the training DataLoader "
                          "`sampler=DistributedSampler(dataset, shuffle=True)`")

@@ -20,8 +20,9 @@ from collections.abc import Iterator
 import libcst as cst
 
 from distrun.convert.analysis import Facts
-from distrun.convert.build import code_of, expression, statement
+from distrun.convert.build import code_of, expression
 from distrun.convert.context import Context, WrapSite
+from distrun.convert.layers import sync_bn_lines
 from distrun.convert.models import Home, Model, home_of, is_moved
 from distrun.convert.object_flow import Place
 
@@ -260,15 +261,7 @@ def _insert(ctx: Context, model: Model, home: Home, ddp: str, anchor: cst.CSTNod
     guard = facts.module_of(anchor).main_guard
     if anchor is guard and not after and isinstance(guard.body, cst.IndentedBlock):
         anchor = guard.body.body[0]  # inside the guard: the process group is set up there
-    new = []
-    if ctx.options.sync_bn:
-        new.append(statement(f"if torch.cuda.is_available():  # SyncBatchNorm runs on GPU only\n"
-                             f"    {name} = torch.nn.SyncBatchNorm.convert_sync_batchnorm("
-                             f"{name})\n"))
-        plan.change(anchor, "model.sync_bn", f"BatchNorm layers of `{name}` -> SyncBatchNorm when "
-                    "CUDA is available")
-        plan.finding(anchor, "model.sync_bn", "SyncBatchNorm is used only with CUDA: on CPU each "
-                     "rank keeps its own BatchNorm statistics", severity="info")
+    new = sync_bn_lines(ctx, model, name, anchor)
     made = ctx.target.wrap(ctx, WrapSite(model, home, target, name, anchor, after, moved))
     if made is None:
         return
@@ -317,3 +310,4 @@ def _hands_ddp_on(ctx: Context, node: cst.CSTNode) -> bool:
     if ctx.facts.call_name(call) in ("isinstance", "type", "hasattr", "getattr"):
         return True
     return ctx.hands_wrapper_on(node)
+
