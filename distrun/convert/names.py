@@ -19,12 +19,13 @@ _MODULES = {
     "gc": "gc",
     "os": "os",
     "contextlib": "contextlib",
+    "copy": "copy",
 }
 
 
 _FIXED = ("local_rank", "rank", "world_size", "device", "dist", "ddp", "sampler", "gc", "os",
           "contextlib", "accelerator", "rank0_value", "rank0_split", "shard_loader", "auto_epoch",
-          "rank_share")
+          "rank_share", "copy", "plain_module", "keep_plain_copy")
 
 
 @dataclass
@@ -45,6 +46,9 @@ class Names:
     shard_loader: str = "shard_loader"
     auto_epoch: str = "AutoEpochSampler"
     rank_share: str = "RankShareSampler"
+    copy: str = "copy"
+    plain_module: str = "plain_module"
+    keep_plain_copy: str = "keep_plain_copy"
     taken: set[str] = field(default_factory=set, repr=False)
     made: list[str] = field(default_factory=list, repr=False)  # what `fresh` returned
 
