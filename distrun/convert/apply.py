@@ -14,14 +14,15 @@ from typing import Any
 import libcst as cst
 
 from distrun.convert.analysis import ModuleInfo
-from distrun.convert.build import comment_lines
+from distrun.convert.build import code_of, comment_lines, statement
 from distrun.convert.edits import Plan, Wrapper
 
 
 def apply(plan: Plan, info: ModuleInfo) -> cst.Module:
     """The module of `info` with every edit of `plan` made to it."""
     hot: set[int] = set()
-    for node in [*plan.replace, *plan.before, *plan.after, *plan.wraps]:
+    hoisted = [expr for pending in plan.hoists.values() for expr, _, _ in pending]
+    for node in [*plan.replace, *plan.before, *plan.after, *plan.wraps, *plan.hoists, *hoisted]:
         hot.add(id(node))
         hot.update(id(a) for a in plan.facts.ancestors(node))
     # Statements whose comment lines a rewrite could drop: those rewritten, and those
@@ -48,6 +49,10 @@ class _Applier(cst.CSTTransformer):
         self.checked = checked
         self.pinned = pinned  # the script's default indent, when every block must keep it
         self.produced: dict[int, list[cst.CSTNode]] = {}
+        # hoisted expression -> its name, and (once left) the expression as rewritten
+        self.hoisted = {id(expr): name for pending in plan.hoists.values()
+                        for expr, name, _ in pending}
+        self.taken: dict[int, cst.CSTNode] = {}
         # block -> comment lines of removed or rewritten statements, waiting for the next
         # statement of that block (or its footer): a rewrite never loses a comment line.
         self.orphans: dict[int, list[cst.EmptyLine]] = defaultdict(list)
@@ -61,8 +66,11 @@ class _Applier(cst.CSTTransformer):
             node = node.with_changes(indent=self.pinned)
         for fn in self.plan.replace.get(original_node, ()):
             node = fn(node)
+        if id(original_node) in self.hoisted:  # computed before its statement: its name
+            self.taken[id(original_node)] = node
+            return cst.Name(self.hoisted[id(original_node)])
         if isinstance(node, cst.FlattenSentinel):  # a rewrite into several statements
-            nodes = [*self.plan.before.get(original_node, []), *node.nodes,
+            nodes = [*self._before(original_node), *node.nodes,
                      *self.plan.after.get(original_node, [])]
             flat = cst.FlattenSentinel(nodes)
             if isinstance(original_node, cst.BaseStatement):
@@ -83,7 +91,7 @@ class _Applier(cst.CSTTransformer):
                                                                    leading_lines=orphans)])
         elif isinstance(node, (cst.IndentedBlock, cst.Module)) and orphans:
             node = node.with_changes(footer=[*orphans, *node.footer])
-        before = self.plan.before.get(original_node, [])
+        before = self._before(original_node)
         after = self.plan.after.get(original_node, [])
         result: cst.CSTNode | cst.FlattenSentinel[cst.CSTNode] = node
         if before or after:
@@ -98,6 +106,14 @@ class _Applier(cst.CSTTransformer):
             self.produced[id(original_node)] = (
                 list(result.nodes) if isinstance(result, cst.FlattenSentinel) else [result])
         return result
+
+    def _before(self, original: cst.CSTNode) -> list[cst.BaseStatement]:
+        """What goes before the statement `original`: the plan's statements, then the
+        expressions hoisted out of it (left already, as the statement's children)."""
+        hoisted = [statement(f"{name} = {code_of(self.taken.pop(id(expr)))}"
+                             f"{'  # ' + comment if comment else ''}\n")
+                   for expr, name, comment in self.plan.hoists.get(original, ())]
+        return [*self.plan.before.get(original, []), *hoisted]
 
     def _keep_comment_lines(self, original: cst.BaseStatement, result: Any) -> Any:
         """Comment lines a rewrite of `original` dropped go above the next statement of its

@@ -154,6 +154,7 @@ class Wrapping:
     statement: cst.BaseStatement
     anchor: cst.CSTNode
     after: bool
+    before: tuple[cst.BaseStatement, ...] = ()  # what runs just before it (made there too)
 
 
 @dataclass(frozen=True)

@@ -47,6 +47,10 @@ class Plan:
     wraps: dict[cst.CSTNode, list[tuple[cst.CSTNode, cst.CSTNode, Wrapper]]] = field(
         default_factory=lambda: defaultdict(list)
     )
+    # statement -> [(expression, name, comment)]: `name = <expression>` computed before it
+    hoists: dict[cst.CSTNode, list[tuple[cst.CSTNode, str, str]]] = field(
+        default_factory=lambda: defaultdict(list)
+    )
     reports: dict[str, Report] = field(default_factory=dict)  # by module name
     touched_top_level: list[cst.CSTNode] = field(default_factory=list)
     leads: set[int] = field(default_factory=set)  # statements whose leading lines move up
@@ -81,6 +85,21 @@ class Plan:
     def rewrite(self, node: cst.CSTNode, fn: Rewrite) -> None:
         self.replace[node].append(fn)
         self._touch(node)
+
+    def rewrite_first(self, node: cst.CSTNode, fn: Rewrite) -> None:
+        """A rewrite of `node` that goes before those planned so far: it replaces the node
+        itself, which rewrites planned around it by earlier transforms then take (a call
+        replaced by a target, inside what the model transform wrapped around it)."""
+        self.replace[node].insert(0, fn)
+        self._touch(node)
+
+    def hoist(self, expr: cst.CSTNode, stmt: cst.CSTNode, name: str, comment: str = "") -> None:
+        """`name = <expr>` just before the statement `stmt` (which holds `expr`), and `expr`
+        then read as `name`: the expression as every rule rewrites it (what
+        `insert_before` inserts is fixed when planned), computed at the same point of the
+        run, before whatever `stmt` becomes (a rank-0 guard: on every rank)."""
+        self.hoists[stmt].append((expr, name, comment))
+        self._touch(stmt)
 
     def insert_before(self, stmt: cst.CSTNode, new: Sequence[cst.BaseStatement],
                       lead: bool = False) -> None:
@@ -121,4 +140,4 @@ class Plan:
 
     @property
     def has_edits(self) -> bool:
-        return bool(self.replace or self.before or self.after)
+        return bool(self.replace or self.before or self.after or self.hoists)

@@ -27,6 +27,7 @@ class Import:
 IMPORTS: dict[str, Import] = {
     "contextlib": Import("contextlib", "import contextlib as {name}", "contextlib"),
     "itertools": Import("itertools", "import itertools as {name}", "itertools"),
+    "copy": Import("copy", "import copy as {name}", "copy"),
     "gc": Import("gc", "import gc as {name}", "gc"),
     "os": Import("os", "import os as {name}", "os"),
     "torch": Import("torch", "import torch", None),

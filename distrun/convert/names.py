@@ -20,12 +20,14 @@ _MODULES = {
     "os": "os",
     "contextlib": "contextlib",
     "itertools": "itertools",
+    "copy": "copy",
 }
 
 
 _FIXED = ("local_rank", "rank", "world_size", "device", "dist", "ddp", "sampler", "gc", "os",
           "contextlib", "accelerator", "rank0_value", "rank0_split", "shard_loader", "auto_epoch",
-          "rank_share", "itertools", "rank_batches", "rank0_only", "gather_batch")
+          "rank_share", "itertools", "rank_batches", "rank0_only", "gather_batch", "copy",
+          "plain_module", "keep_plain_copy")
 
 
 @dataclass
@@ -50,6 +52,9 @@ class Names:
     rank_batches: str = "rank_batches"
     rank0_only: str = "Rank0Only"
     gather_batch: str = "gather_batch"
+    copy: str = "copy"
+    plain_module: str = "plain_module"
+    keep_plain_copy: str = "keep_plain_copy"
     taken: set[str] = field(default_factory=set, repr=False)
     made: list[str] = field(default_factory=list, repr=False)  # what `fresh` returned
 

@@ -305,7 +305,12 @@ _RULES: tuple[tuple[str, str], ...] = (
      "or load_state_dict."),
     ("deepspeed.zero3_optimizer_state", "ZeRO-3: the optimizer's state exists only as "
      "shards."),
-    ("deepspeed.zero3_whole_model", "ZeRO-3: the whole model cannot be pickled."),
+    ("deepspeed.zero3_plain_module", "ZeRO-3: a save of the whole module saves a plain "
+     "module of its class holding the gathered full weights."),
+    ("deepspeed.zero3_every_rank", "ZeRO-3: a function of the script called in a saved "
+     "object that reads the model's weights runs on every rank, before the save."),
+    ("deepspeed.zero3_whole_model", "ZeRO-3: the whole model in an object built before its "
+     "save is refused."),
     ("deepspeed.zero3_parameters", "ZeRO-3: parameters read outside a forward pass are "
      "empty."),
     ("fsdp.one_model", "FSDP2 conversion needs one model trained by one optimizer."),
@@ -330,7 +335,12 @@ _RULES: tuple[tuple[str, str], ...] = (
      "dict on rank 0."),
     ("fsdp.load_state", "A state is loaded into the sharded model from rank 0's full "
      "state."),
-    ("fsdp.whole_model_save", "`torch.save` of the whole sharded model is refused."),
+    ("fsdp.plain_module", "A save of the whole sharded module saves a plain module of its "
+     "class holding the full weights."),
+    ("fsdp.state_every_rank", "A function of the script called in a saved object that "
+     "reads the model's state runs on every rank, before the save."),
+    ("fsdp.whole_model_save", "The whole sharded model in an object built before its save "
+     "is refused."),
     ("fsdp.clip_grad_norm", "The norm clip_grad_norm_ returns is a DTensor: made a full "
      "tensor."),
 )

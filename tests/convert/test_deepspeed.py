@@ -286,7 +286,9 @@ ZERO3 = ConvertOptions(target="deepspeed", zero=3)
 
 
 @pytest.mark.parametrize(("tail", "line", "says"), [
-    ('torch.save(model, "model.pt")\n', 15, "whole model is saved"),
+    ('ckpt = [model]\ntorch.save(ckpt, "model.pt")\n', 15, "put in an object saved later"),
+    ('def weights(m):\n    return m.state_dict()\n'
+     'torch.save(weights(model) if model else None, "model.pt")\n', 17, "may not run"),
     ("snapshot = optimizer.state_dict()\n", 15, "only as each rank's shard"),
 ])
 def test_what_zero3_cannot_take_is_refused_and_zero2_takes(tail: str, line: int,

@@ -45,7 +45,11 @@ def convert(body: str, options: ConvertOptions = FSDP):  # type: ignore[no-untyp
      "    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)\n"
      + textwrap.indent(LOOP, "    "), 9, "built inside a loop"),
     ("model = nn.Linear(2, 1)\noptimizer = torch.optim.SGD(model.parameters(), lr=0.1)\n"
-     + LOOP + "torch.save(model, 'm.pt')\n", 15, "whole sharded model"),
+     + LOOP + "ckpt = {'model': model}\ntorch.save(ckpt, 'm.pt')\n", 15,
+     "whole sharded model is put in an object saved later"),
+    ("model = nn.Linear(2, 1)\noptimizer = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+     "def weights(m):\n    return m.state_dict()\n" + LOOP
+     + "torch.save(weights(model) if model else None, 'm.pt')\n", 17, "where it may not run"),
     (textwrap.dedent("""
      class Block(nn.Module):
          def __init__(self):

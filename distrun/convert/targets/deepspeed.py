@@ -147,7 +147,8 @@ def _initialize(ctx: Context, site: WrapSite) -> Wrapping | None:
     ctx.need("deepspeed", "os", at=anchor)
     code = (f"{target} = deepspeed.initialize(model={name}, optimizer={optimizer}, "
             f'config={n.os}.environ["DS_CONFIG"])[0]\n')
-    return Wrapping(statement(code), anchor, after)
+    before = deepspeed_zero3.keep_plain_copy(ctx, model, name, anchor)
+    return Wrapping(statement(code), anchor, after, tuple(before))
 
 
 def _in_block(ctx: Context, block: cst.CSTNode, node: cst.CSTNode | None

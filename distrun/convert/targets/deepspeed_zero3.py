@@ -11,23 +11,39 @@ of every weight, so whatever reads or writes the model's weights gathers them fi
 
 The gathering is a collective: it goes around the rank-0 guard, so every rank takes
 part, and it is a no-op where the weights are whole (before `deepspeed.initialize`).
+The model is reached by any way the script has (`model.module` of a removed
+DataParallel, `getattr(model, "module", model)`, a helper's parameter: see
+`full_state`), its state wherever it is read (saved directly or in a dict, deep-copied
+for a best model, a comprehension over it). The whole module saved keeps saving a module:
+
+    torch.save(model, p)           ->  with deepspeed.zero.GatheredParameters(...):
+                                           if RANK == 0:
+                                               torch.save(plain_module(model,
+                                                   model.state_dict()), p)
+
+the script's own class with the full weights, on the CPU (`keep_plain_copy(model)` keeps
+its weightless copy before `deepspeed.initialize`). A function of the script called in a
+saved object that reads the state (or runs the model) runs on every rank, just before
+the save (it gathers the weights: rank 0 alone would wait for the others).
 A forward pass of the model outside the engine (evaluation) gathers through the hooks
 ZeRO-3 puts on the module itself: left as it is.
 
-Won't: a whole-module save (`torch.save(model, path)`: it would pickle the shards and
-DeepSpeed's hooks; refused with the fix); uses of `model.parameters()` that read the
-weights' values after the engine is made (a parameter count, a histogram): reported, as
-each parameter is empty (numel 0) there.
+Won't: a dict or list holding the whole model built before the line that saves it, a
+function reading the state called in a saved object where it may not run (refused with
+the fix); uses of `model.parameters()` that read the weights' values after the engine is
+made (a parameter count, a histogram): reported, as each parameter is empty (numel 0)
+there.
 """
 
 from __future__ import annotations
 
 import libcst as cst
 
-from distrun.convert.analysis import positional
-from distrun.convert.build import Rewrite, constant, expression, with_block
+from distrun.convert.build import Rewrite, code_of, constant, expression, with_block
 from distrun.convert.context import Context
 from distrun.convert.idioms import method_name
+from distrun.convert.models import Model
+from distrun.convert.targets import full_state
 from distrun.convert.targets.base import is_model_optimizer
 from distrun.convert.transforms.checkpoint import file_opened_around
 
@@ -35,37 +51,44 @@ _GATHER = "deepspeed.zero.GatheredParameters"
 _SAFE_ATTRIBUTES = frozenset({"device", "dtype", "requires_grad", "is_cuda"})
 
 
+def keep_plain_copy(ctx: Context, model: Model, code: str, at: cst.CSTNode
+                    ) -> list[cst.BaseStatement]:
+    """Before `deepspeed.initialize` shards `model` (written `code` at `at`): the statement
+    that keeps its weightless copy, if a save of the whole module follows."""
+    if ctx.options.zero != 3 or not any(full_state.saved_whole(ctx, model, save)
+                                        for save in full_state.saves(ctx)
+                                        if not _before_engine(ctx, model, save)):
+        return []
+    return [full_state.keep_plain_copy(ctx, code, at)]
+
+
 def plan_zero3(ctx: Context) -> None:
     if ctx.refusal is not None or len(ctx.models) != 1:
         return
-    facts, plan = ctx.facts, ctx.plan
+    facts, plan, model = ctx.facts, ctx.plan, ctx.models[0]
     wrapped: set[cst.CSTNode] = set()
+    for save in full_state.saves(ctx):
+        if not _before_engine(ctx, model, save):
+            _save(ctx, model, save, wrapped)
+        if ctx.refusal is not None:
+            return
     for call in facts.calls:
-        name, method = facts.call_name(call), method_name(call)
-        if name == "torch.save" and positional(call) and _is_model(ctx, positional(call)[0].value):
-            ctx.refuse(call, "deepspeed.zero3_whole_model",
-                       "the whole model is saved (pickled): under ZeRO-3 it holds only "
-                       "this rank's shards and DeepSpeed's hooks", "save `model.state_dict()` "
-                       "instead, then convert again (or convert with --zero 2)")
-        elif method in ("state_dict", "load_state_dict") and _is_model(ctx, _receiver(call)):
+        method = method_name(call)
+        if method in ("state_dict", "load_state_dict") and _is_model(ctx, _receiver(call)):
             stmt = _statement(ctx, call)
-            if stmt is None or stmt in wrapped:
+            modify = method == "load_state_dict"
+            if stmt is None or not _gather(ctx, stmt, _model_code(ctx, call), modify, wrapped):
                 continue
-            wrapped.add(stmt)
-            model = facts.code(_receiver(call))
-            modify = ", modifier_rank=0" if method == "load_state_dict" else ""
-            head = f"{_GATHER}(list({model}.parameters()){modify})"
-            ctx.need("deepspeed", at=call)
-            plan.rewrite(stmt, _gathered(head))
             plan.change(call, "deepspeed.zero3_gather",
-                        f"ZeRO-3: `{model}`'s weights gathered on every "
+                        f"ZeRO-3: `{_model_code(ctx, call)}`'s weights gathered on every "
                         f"rank around `{facts.code(call)}`" + (
                             " (rank 0's loaded values are then sharded to all)"
                             if modify else " (each rank holds a shard of them)"))
         elif method == "state_dict" and is_model_optimizer(ctx, call):
             _optimizer_state(ctx, call)
-        elif method in ("parameters", "named_parameters") \
-                and _is_model(ctx, _receiver(call)) and _reads_values(ctx, call):
+        elif method in ("parameters", "named_parameters") and full_state.model_behind(
+                ctx, model, _receiver(call), methods=False) is not None \
+                and _reads_values(ctx, call):
             plan.finding(call, "deepspeed.zero3_parameters",
                          f"under ZeRO-3 `{facts.code(call)}` gives each "
                          "rank's placeholders outside a forward pass: every parameter is "
@@ -73,6 +96,79 @@ def plan_zero3(ctx: Context) -> None:
                          f"read them inside `with {_GATHER}(list({facts.code(_receiver(call))}"
                          ".parameters())):` on every rank (or use `p.ds_numel` to count)")
 
+
+def _gather(ctx: Context, stmt: cst.CSTNode, model: str, modify: bool,
+            wrapped: set[cst.CSTNode]) -> bool:
+    """`stmt` inside `with GatheredParameters(list(model.parameters())...):`, once; False
+    when it already is."""
+    if stmt in wrapped:
+        return False
+    wrapped.add(stmt)
+    ctx.need("deepspeed", at=stmt)
+    ctx.plan.rewrite(stmt, _gathered(f"{_GATHER}(list({model}.parameters())"
+                                     f"{', modifier_rank=0' if modify else ''})"))
+    return True
+
+
+def _save(ctx: Context, model: Model, save: cst.Call, wrapped: set[cst.CSTNode]) -> None:
+    """What `save` saves, computed where every rank gathers: the calls of the script's
+    functions that read the state, the whole module as a plain one."""
+    facts, plan = ctx.facts, ctx.plan
+    stmt = full_state.save_statement(ctx, save)
+    calls = full_state.reaching_calls(ctx, model, save)
+    held = full_state.held_whole(ctx, model, save)
+    if held is not None:
+        ctx.refuse(held, "deepspeed.zero3_whole_model", "the whole model is put in an "
+                   f"object saved later (line {facts.line(save)}): under ZeRO-3 it would "
+                   "pickle this rank's shards and DeepSpeed's hooks", "build the object in "
+                   "the save's own line (`torch.save({'model': model, ...}, path)`): distrun "
+                   "then saves a plain module with the full weights")
+        return
+    if stmt is None or calls is None:
+        ctx.refuse(save, "deepspeed.zero3_every_rank", f"`{facts.code(save)}` reads the "
+                   "model's state in a function called where it may not run (a lambda, "
+                   "`a if c else b`): the save runs on rank 0 only, and gathering the "
+                   "weights needs every rank", "compute the object to save on the line "
+                   "before `torch.save`")
+        return
+    for call in calls:
+        plan.hoist(call, stmt, full_state.hoist_name(ctx, call), "every rank: it gathers "
+                   "the sharded weights")
+        plan.change(call, "deepspeed.zero3_every_rank", f"`{facts.code(call.func)}(...)` "
+                    "reads the model's weights (ZeRO-3 gathers every rank's shards): computed "
+                    "on every rank just before the save, which rank 0 alone makes")
+    whole = full_state.saved_whole(ctx, model, save)
+    if not whole:
+        return
+    found = full_state.model_behind(ctx, model, whole[0])
+    assert found is not None
+    code = facts.code(found)
+    _gather(ctx, stmt, code, False, wrapped)
+    helper, extra = full_state.plain_module(ctx, model, save)
+    for expr in whole:
+        plan.rewrite(expr, lambda e: expression(  # the module as the line now reaches it
+            f"{helper}({code_of(e)}, {_operand(e)}.state_dict(){extra})"))
+    plan.change(save, "deepspeed.zero3_plain_module", f"`{facts.code(save)}` saves the "
+                f"whole module: `{helper}(...)`, a plain module of its own class (its "
+                "copy kept before `deepspeed.initialize`) holding the full weights gathered "
+                "on every rank, on the CPU: it loads without DeepSpeed, as the original's did")
+
+
+def _operand(node: cst.CSTNode) -> str:
+    """`node` as code that can take an attribute (`(a if c else b)`)."""
+    code = code_of(node)
+    simple = isinstance(node, (cst.Name, cst.Attribute, cst.Call)) or bool(
+        getattr(node, "lpar", None))
+    return code if simple else f"({code})"
+
+
+def _before_engine(ctx: Context, model: Model, node: cst.CSTNode) -> bool:
+    """Does `node` run before the engine shards the model (in the function that builds its
+    optimizer, on an earlier line)?"""
+    facts = ctx.facts
+    return facts.scope(node) is facts.scope(model.optimizer) and \
+        facts.module_of(node) is facts.module_of(model.optimizer) and \
+        facts.line(node) < facts.line(model.optimizer)
 
 
 def _gathered(head: str) -> Rewrite:
@@ -88,11 +184,14 @@ def _receiver(call: cst.Call) -> cst.BaseExpression:
 
 
 def _is_model(ctx: Context, expr: cst.BaseExpression) -> bool:
-    """Is `expr` the trained model itself (by any name it goes by)?"""
-    flow = ctx.flow
-    place = flow.place_of(flow.strip(expr))
-    return place is not None and flow.root(place) in {flow.root(p) for p in
-                                                       ctx.models[0].component}
+    """Is `expr` the trained model itself (by any way the script reaches it)?"""
+    return full_state.model_behind(ctx, ctx.models[0], expr) is not None
+
+
+def _model_code(ctx: Context, call: cst.Call) -> str:
+    """The model whose method `call` calls, as code (`model` for `model.module`)."""
+    found = full_state.model_behind(ctx, ctx.models[0], _receiver(call))
+    return ctx.facts.code(found if found is not None else _receiver(call))
 
 
 def _statement(ctx: Context, call: cst.Call) -> cst.CSTNode | None:

@@ -109,6 +109,7 @@ def plan_fsdp(ctx: Context) -> None:
     _refuse_tied_blocks(ctx, blocks)
     if ctx.refusal is not None:
         return
+    fsdp_checkpoint.keep_plain_copy(ctx, model, anchor, code)
     _shard(ctx, model, anchor, code, blocks)
     for call in [*model.forwards, *model.other_calls]:  # each gathers weights: a collective
         model.wrapped.calls[call] = ctx.facts.code(call.func)

@@ -16,6 +16,19 @@ before it, on every rank. Loads broadcast rank 0's state into every rank's shard
                                                                  broadcast_from_rank0=True))
     optimizer.load_state_dict(S) -> set_optimizer_state_dict(model, optimizer, ..., same)
 
+The model is reached by any way the script has (`model.module` of a removed DataParallel,
+`getattr(model, "module", model)`, a helper's parameter: see `full_state`), and its state
+wherever it is read: saved directly or in a dict, deep-copied for a best model, a
+comprehension over it. The whole module saved keeps saving a module:
+
+    torch.save(model, p)        ->  model_state = get_model_state_dict(model, options=...)
+                                    torch.save(plain_module(model, model_state), p)
+
+the script's own class with the full weights, on the CPU (`keep_plain_copy(model)` keeps
+its weightless copy before sharding). A function of the script called in a saved object
+that reads the state (or runs the model) runs on every rank, just before the save (rank 0
+alone would wait for the others in its gathering).
+
 A state read or loaded before the model is sharded stays as it is. The optimizer's full
 state is keyed by parameter name (torch.distributed.checkpoint's form); it resumes the
 converted script, also from a checkpoint the original wrote.
@@ -23,7 +36,9 @@ converted script, also from a checkpoint the original wrote.
 `clip_grad_norm_` works on the shards as it is; its returned norm is a DTensor, made a
 plain tensor (`.full_tensor()`) where the script uses it.
 
-Won't: save the whole sharded model (`torch.save(model)`): refused with the fix.
+Won't (refused with the fix): a dict or list holding the whole model, built before the
+line that saves it; a function reading the state called where it may not run (in a
+lambda, a conditional expression).
 """
 
 from __future__ import annotations
@@ -36,12 +51,21 @@ from distrun.convert.context import Context
 from distrun.convert.idioms import method_name
 from distrun.convert.models import Model, model_code_at
 from distrun.convert.object_flow import Place
+from distrun.convert.targets import full_state
 from distrun.convert.targets.fsdp_memory import bound_value
-from distrun.convert.transforms.checkpoint import file_opened_around
 
 _CLIP_NORM = frozenset({"torch.nn.utils.clip_grad_norm_",
                         "torch.nn.utils.clip_grad.clip_grad_norm_"})
 FULL = "StateDictOptions(full_state_dict=True, cpu_offload=True)"
+
+
+def keep_plain_copy(ctx: Context, model: Model, sharded_at: cst.BaseStatement,
+                    code: str) -> None:
+    """Before the model is sharded: its weightless copy, if a save of the whole module
+    follows."""
+    if any(full_state.saved_whole(ctx, model, save) for save in full_state.saves(ctx)
+           if not _before(ctx, save, sharded_at)):
+        ctx.plan.insert_before(sharded_at, [full_state.keep_plain_copy(ctx, code, sharded_at)])
 
 
 def convert(ctx: Context, model: Model, sharded_at: cst.BaseStatement) -> None:
@@ -56,22 +80,64 @@ def convert(ctx: Context, model: Model, sharded_at: cst.BaseStatement) -> None:
             _set_state(ctx, model, call, owner)
         if ctx.refusal is not None:
             return
-    for call in facts.calls:
-        name = facts.call_name(call)
-        if name == "torch.save" and positional(call) and _owner(
-                ctx, model, call, positional(call)[0].value) == "model":
-            ctx.refuse(call, "fsdp.whole_model_save",
-                       "`torch.save` of the whole sharded model pickles its DTensor "
-                       "shards and FSDP's class: it loads nowhere else", "save "
-                       "`model.state_dict()` (converted to the full state) and build the "
-                       "model before loading it")
+    for save in full_state.saves(ctx):
+        if not _before(ctx, save, sharded_at):
+            _save(ctx, model, save)
+        if ctx.refusal is not None:
             return
-        if name in _CLIP_NORM and not isinstance(facts.parent.get(call), cst.Expr):
+    for call in facts.calls:
+        if facts.call_name(call) in _CLIP_NORM and not isinstance(facts.parent.get(call), cst.Expr):
             ctx.plan.rewrite(call, lambda n: expression(f"{code_of(n)}.full_tensor()"))
             ctx.plan.change(call, "fsdp.clip_grad_norm",
                             f"`{facts.code(call.func)}(...)` returns a DTensor "
                             "for sharded gradients: `.full_tensor()` makes the norm a plain "
                             "tensor (the same on every rank)")
+
+
+def _save(ctx: Context, model: Model, save: cst.Call) -> None:
+    """What `save` saves, computed where every rank gathers: the calls of the script's
+    functions that read the state, the whole module as a plain one."""
+    facts, plan = ctx.facts, ctx.plan
+    stmt = full_state.save_statement(ctx, save)
+    calls = full_state.reaching_calls(ctx, model, save)
+    held = full_state.held_whole(ctx, model, save)
+    if held is not None:
+        ctx.refuse(held, "fsdp.whole_model_save", "the whole sharded model is put in an "
+                   f"object saved later (line {facts.line(save)}): it would pickle this "
+                   "rank's shards and FSDP's class", "build the object in the save's own "
+                   "line (`torch.save({'model': model, ...}, path)`): distrun then saves a "
+                   "plain module with the full weights")
+        return
+    if stmt is None or calls is None:
+        ctx.refuse(save, "fsdp.state_every_rank", f"`{facts.code(save)}` reads the "
+                   "model's state in a function called where it may not run (a lambda, "
+                   "`a if c else b`): the save runs on rank 0 only, and gathering the state "
+                   "needs every rank", "compute the object to save on the line before "
+                   "`torch.save`")
+        return
+    for call in calls:
+        plan.hoist(call, stmt, full_state.hoist_name(ctx, call), "every rank: it gathers "
+                   "the sharded weights")
+        plan.change(call, "fsdp.state_every_rank", f"`{facts.code(call.func)}(...)` reads "
+                    "the model's full state (a gathering of every rank's shards): computed on "
+                    "every rank just before the save, which rank 0 alone makes")
+    whole = full_state.saved_whole(ctx, model, save)
+    if not whole:
+        return
+    found = full_state.model_behind(ctx, model, whole[0])
+    assert found is not None
+    state = ctx.names.fresh("model_state")
+    helper, extra = full_state.plain_module(ctx, model, save)
+    ctx.need("get_model_state_dict", "StateDictOptions", at=save)
+    plan.insert_before(stmt, [statement(
+        f"{state} = get_model_state_dict({facts.code(found)}, options={FULL})  # every "
+        "rank: gathers the shards\n")])
+    for expr in whole:
+        plan.rewrite(expr, lambda e: expression(f"{helper}({code_of(e)}, {state}{extra})"))
+    plan.change(save, "fsdp.plain_module", f"`{facts.code(save)}` saves the whole module: "
+                f"`{helper}(...)`, a plain module of its own class (its copy kept "
+                "before sharding) holding the full weights, on the CPU: it loads without "
+                "FSDP, as the original's did")
 
 
 def _before(ctx: Context, call: cst.Call, sharded_at: cst.BaseStatement) -> bool:
@@ -82,19 +148,17 @@ def _before(ctx: Context, call: cst.Call, sharded_at: cst.BaseStatement) -> bool
         facts.line(call) < facts.line(sharded_at)
 
 
-def _owner(ctx: Context, model: Model, call: cst.Call,
-           expr: cst.BaseExpression | None = None) -> str | None:
-    """"model" or "optimizer" when the receiver of `call` (or `expr`) is the model or
-    its optimizer."""
+def _owner(ctx: Context, model: Model, call: cst.Call) -> str | None:
+    """"model" or "optimizer" when the receiver of `call` is the model (by any way the
+    script reaches it) or its optimizer."""
     flow = ctx.flow
-    target = expr if expr is not None else call.func.value  # type: ignore[attr-defined]
+    target = call.func.value  # type: ignore[attr-defined]
     place = flow.place_of(flow.strip(target))
-    if place is None:
-        return None
-    if flow.same(place, model.place) or _either_model(ctx, model, place):
+    if full_state.model_behind(ctx, model, target) is not None or (
+            place is not None and _either_model(ctx, model, place)):
         return "model"
     built = ctx.facts.parent.get(model.optimizer)
-    if isinstance(built, cst.Assign) and len(built.targets) == 1 and \
+    if place is not None and isinstance(built, cst.Assign) and len(built.targets) == 1 and \
             flow.same(place, flow.place_of(built.targets[0].target)):
         return "optimizer"
     return None
@@ -127,7 +191,9 @@ def _head(ctx: Context, model: Model, call: cst.Call, owner: str, verb: str) -> 
     """`get_model_state_dict(model, ` or `set_optimizer_state_dict(model, optimizer, `...:
     the call that replaces `call`, up to its state and options; None (refused) when the
     model cannot be reached for an optimizer's state."""
-    target = ctx.facts.code(call.func.value)  # type: ignore[attr-defined]
+    receiver = call.func.value  # type: ignore[attr-defined]
+    found = full_state.model_behind(ctx, model, receiver) if owner == "model" else None
+    target = ctx.facts.code(found if found is not None else receiver)  # `model.module`: `model`
     holder = "" if owner == "model" else _model_here(ctx, model, call)
     if holder is None:
         return None
@@ -143,16 +209,16 @@ def _get_state(ctx: Context, model: Model, call: cst.Call, owner: str) -> None:
     code = f"{head}options={FULL})"
     save = next((a for a in facts.ancestors(call) if isinstance(a, cst.Call)
                  and facts.call_name(a) == "torch.save"), None)
-    stmt = facts.statement(save) if save is not None else None
-    if stmt is not None:  # saved by rank 0 only: every rank gathers just before
-        stmt = file_opened_around(facts, stmt) or stmt
+    if save is not None:  # saved by rank 0 only: every rank gathers just before
+        stmt = full_state.save_statement(ctx, save)
+        assert stmt is not None
         name = n.fresh(f"{owner}_state")
         plan.insert_before(stmt, [statement(f"{name} = {code}  # every rank: gathers the "
                                             "shards\n")])
-        plan.rewrite(call, lambda _n: cst.Name(name))
+        plan.rewrite_first(call, lambda _n: cst.Name(name))  # inside `module.` keys, if kept
         what = f"`{name}`, computed on every rank before the save"
     else:
-        plan.rewrite(call, lambda _n: expression(code))
+        plan.rewrite_first(call, lambda _n: expression(code))
         what = "on every rank"
     plan.change(call, "fsdp.full_state_dict",
                 f"`{facts.code(call)}` -> the full state dict ({what}; rank 0 "

@@ -87,8 +87,10 @@ def _plan_data_parallel(ctx: Context) -> bool:
         inner_place = flow.place_of(flow.strip(inner)) if inner is not None else None
         is_model = any(inner_place is not None and flow.same(inner_place, m.place)
                        for m in ctx.models)
-        stmt = facts.statement(call)
         assign = facts.parent.get(call)
+        into_model = isinstance(assign, cst.Assign) and len(assign.targets) == 1 and any(
+            flow.same(flow.place_of(assign.targets[0].target), m.place) for m in ctx.models)
+        stmt = facts.statement(call)
         if (isinstance(assign, cst.Assign) and assign.value is call and is_model
                 and len(assign.targets) == 1 and stmt is not None
                 and flow.same(flow.place_of(assign.targets[0].target), inner_place)):
@@ -98,7 +100,7 @@ def _plan_data_parallel(ctx: Context) -> bool:
             removed = True
             if inner_place is not None:
                 wrapped_at.append((stmt, inner_place))
-        elif args and (is_model or not ctx.models):
+        elif args and (is_model or into_model or not ctx.models):  # `m = DataParallel(Net())`
             plan.rewrite(call, lambda node: node.args[0].value.with_changes())  # type: ignore[attr-defined]
             plan.change(call, "model.dataparallel", "removed the `nn.DataParallel(...)` wrapper: "
                         "DistributedDataParallel replaces it")

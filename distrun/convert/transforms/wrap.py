@@ -265,7 +265,7 @@ def _insert(ctx: Context, model: Model, home: Home, ddp: str, anchor: cst.CSTNod
     made = ctx.target.wrap(ctx, WrapSite(model, home, target, name, anchor, after, moved))
     if made is None:
         return
-    new.append(made.statement)
+    new += [*made.before, made.statement]
     anchor, after = made.anchor, made.after
     if after:
         plan.insert_after(anchor, new)
