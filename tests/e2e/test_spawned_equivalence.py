@@ -18,6 +18,7 @@ from tests.conftest import distrun, run_cmd
 pytestmark = pytest.mark.e2e
 
 SPAWNED = textwrap.dedent('''\
+    import gc
     import os
     import sys
 
@@ -51,6 +52,8 @@ SPAWNED = textwrap.dedent('''\
                 optimizer.step()
         if rank == 0:
             torch.save(model.module.state_dict(), out)
+        del model, optimizer
+        gc.collect()  # DDP's last all-reduce freed first: gloo can abort a rank at exit
         dist.destroy_process_group()
 
 
