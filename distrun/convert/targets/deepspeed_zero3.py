@@ -110,36 +110,20 @@ def _gather(ctx: Context, stmt: cst.CSTNode, model: str, modify: bool,
     return True
 
 
+_WORDS = full_state.SaveWords(
+    "deepspeed.zero3_whole_model", "deepspeed.zero3_every_rank",
+    ("model", "under ZeRO-3 it would pickle this rank's shards and DeepSpeed's hooks"),
+    ("the weights", "the model's weights (ZeRO-3 gathers every rank's shards)"))
+
+
 def _save(ctx: Context, model: Model, save: cst.Call, wrapped: set[cst.CSTNode]) -> None:
     """What `save` saves, computed where every rank gathers: the calls of the script's
     functions that read the state, the whole module as a plain one."""
     facts, plan = ctx.facts, ctx.plan
-    stmt = full_state.save_statement(ctx, save)
-    calls = full_state.reaching_calls(ctx, model, save)
-    held = full_state.held_whole(ctx, model, save)
-    if held is not None:
-        ctx.refuse(held, "deepspeed.zero3_whole_model", "the whole model is put in an "
-                   f"object saved later (line {facts.line(save)}): under ZeRO-3 it would "
-                   "pickle this rank's shards and DeepSpeed's hooks", "build the object in "
-                   "the save's own line (`torch.save({'model': model, ...}, path)`): distrun "
-                   "then saves a plain module with the full weights")
+    prepared = full_state.prepare_save(ctx, model, save, _WORDS)
+    if prepared is None or not prepared[1]:
         return
-    if stmt is None or calls is None:
-        ctx.refuse(save, "deepspeed.zero3_every_rank", f"`{facts.code(save)}` reads the "
-                   "model's state in a function called where it may not run (a lambda, "
-                   "`a if c else b`): the save runs on rank 0 only, and gathering the "
-                   "weights needs every rank", "compute the object to save on the line "
-                   "before `torch.save`")
-        return
-    for call in calls:
-        plan.hoist(call, stmt, full_state.hoist_name(ctx, call), "every rank: it gathers "
-                   "the sharded weights")
-        plan.change(call, "deepspeed.zero3_every_rank", f"`{facts.code(call.func)}(...)` "
-                    "reads the model's weights (ZeRO-3 gathers every rank's shards): computed "
-                    "on every rank just before the save, which rank 0 alone makes")
-    whole = full_state.saved_whole(ctx, model, save)
-    if not whole:
-        return
+    stmt, whole = prepared
     found = full_state.model_behind(ctx, model, whole[0])
     assert found is not None
     code = facts.code(found)

@@ -94,36 +94,20 @@ def convert(ctx: Context, model: Model, sharded_at: cst.BaseStatement) -> None:
                             "tensor (the same on every rank)")
 
 
+_WORDS = full_state.SaveWords(
+    "fsdp.whole_model_save", "fsdp.state_every_rank",
+    ("sharded model", "it would pickle this rank's shards and FSDP's class"),
+    ("the state", "the model's full state (a gathering of every rank's shards)"))
+
+
 def _save(ctx: Context, model: Model, save: cst.Call) -> None:
     """What `save` saves, computed where every rank gathers: the calls of the script's
     functions that read the state, the whole module as a plain one."""
     facts, plan = ctx.facts, ctx.plan
-    stmt = full_state.save_statement(ctx, save)
-    calls = full_state.reaching_calls(ctx, model, save)
-    held = full_state.held_whole(ctx, model, save)
-    if held is not None:
-        ctx.refuse(held, "fsdp.whole_model_save", "the whole sharded model is put in an "
-                   f"object saved later (line {facts.line(save)}): it would pickle this "
-                   "rank's shards and FSDP's class", "build the object in the save's own "
-                   "line (`torch.save({'model': model, ...}, path)`): distrun then saves a "
-                   "plain module with the full weights")
+    prepared = full_state.prepare_save(ctx, model, save, _WORDS)
+    if prepared is None or not prepared[1]:
         return
-    if stmt is None or calls is None:
-        ctx.refuse(save, "fsdp.state_every_rank", f"`{facts.code(save)}` reads the "
-                   "model's state in a function called where it may not run (a lambda, "
-                   "`a if c else b`): the save runs on rank 0 only, and gathering the state "
-                   "needs every rank", "compute the object to save on the line before "
-                   "`torch.save`")
-        return
-    for call in calls:
-        plan.hoist(call, stmt, full_state.hoist_name(ctx, call), "every rank: it gathers "
-                   "the sharded weights")
-        plan.change(call, "fsdp.state_every_rank", f"`{facts.code(call.func)}(...)` reads "
-                    "the model's full state (a gathering of every rank's shards): computed on "
-                    "every rank just before the save, which rank 0 alone makes")
-    whole = full_state.saved_whole(ctx, model, save)
-    if not whole:
-        return
+    stmt, whole = prepared
     found = full_state.model_behind(ctx, model, whole[0])
     assert found is not None
     state = ctx.names.fresh("model_state")

@@ -23,6 +23,8 @@ this module finds:
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import libcst as cst
 
 from distrun.convert.analysis import positional
@@ -178,6 +180,48 @@ def _reaching_functions(ctx: Context, model: Model) -> set[int]:
                             if (f := facts.function(site)) is not None]
         todo = callers
     return found
+
+
+@dataclass(frozen=True)
+class SaveWords:
+    """How a target names what a save of its sharded model meets (rule ids, wording)."""
+
+    whole_rule: str  # the whole model held in an object saved later: refused
+    every_rank_rule: str  # a state read in a function the save calls: hoisted or refused
+    pickles: tuple[str, str]  # the model's name there, what pickling it would write
+    gathers: tuple[str, str]  # what a read gathers, what reading the state does
+
+
+def prepare_save(ctx: Context, model: Model, save: cst.Call, words: SaveWords
+                 ) -> tuple[cst.CSTNode, list[cst.BaseExpression]] | None:
+    """For `save` (a `torch.save` that may reach the sharded model): refuse what cannot
+    be saved safely, compute the state reads of the script's functions on every rank
+    just before it; the save's statement and the model objects it saves whole (None
+    when refused)."""
+    facts, plan = ctx.facts, ctx.plan
+    stmt = save_statement(ctx, save)
+    calls = reaching_calls(ctx, model, save)
+    held = held_whole(ctx, model, save)
+    if held is not None:
+        ctx.refuse(held, words.whole_rule, f"the whole {words.pickles[0]} is put in an "
+                   f"object saved later (line {facts.line(save)}): {words.pickles[1]}",
+                   "build the object in the save's own line (`torch.save({'model': model, "
+                   "...}, path)`): distrun then saves a plain module with the full weights")
+        return None
+    if stmt is None or calls is None:
+        ctx.refuse(save, words.every_rank_rule, f"`{facts.code(save)}` reads the model's "
+                   "state in a function called where it may not run (a lambda, `a if c "
+                   "else b`): the save runs on rank 0 only, and gathering "
+                   f"{words.gathers[0]} needs every rank", "compute the object to save on "
+                   "the line before `torch.save`")
+        return None
+    for call in calls:
+        plan.hoist(call, stmt, hoist_name(ctx, call), "every rank: it gathers the sharded "
+                   "weights")
+        plan.change(call, words.every_rank_rule, f"`{facts.code(call.func)}(...)` reads "
+                    f"{words.gathers[1]}: computed on every rank just before the save, which "
+                    "rank 0 alone makes")
+    return stmt, saved_whole(ctx, model, save)
 
 
 def hoist_name(ctx: Context, call: cst.Call) -> str:
