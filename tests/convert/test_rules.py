@@ -21,6 +21,8 @@ NOT_TRANSFORMS = {"detect": "the gates of pipeline.py (transforms/detect.py)",
                   "notebook": "a notebook's cells (convert/notebook.py)",
                   "verify": "checks of the converted text (convert/defined.py)"}
 REPORTERS = {"change": 1, "finding": 1, "Finding": 1, "Change": 1, "refuse": 1}
+# Records that carry ids to a shared reporter (targets/full_state.SaveWords): their fields.
+ID_RECORDS = {"SaveWords": (0, 1)}
 
 
 def ids_in_code() -> dict[str, list[str]]:
@@ -35,6 +37,13 @@ def ids_in_code() -> dict[str, list[str]]:
                 continue
             func = node.func
             name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+            where = f"{path.relative_to(ROOT)}:{node.lineno}"
+            for field in ID_RECORDS.get(name, ()):
+                given = node.args[field] if len(node.args) > field else None
+                if isinstance(given, ast.Constant) and isinstance(given.value, str):
+                    found.setdefault(given.value, []).append(where)
+                else:
+                    found.setdefault(f"<not a literal: {ast.dump(node)[:40]}>", []).append(where)
             index = REPORTERS.get(name)
             if index is None or len(node.args) <= index:
                 continue
@@ -49,6 +58,9 @@ def ids_in_code() -> dict[str, list[str]]:
                     found.setdefault(target + rest, []).append(where)
             elif isinstance(arg, ast.Call) and ast.unparse(arg.func) == "check":
                 continue  # the reporters themselves, checking the id they are given
+            elif isinstance(arg, ast.Attribute) and ast.unparse(arg).startswith("words.") \
+                    and arg.attr.endswith("_rule"):
+                continue  # an id a SaveWords record gives (counted where it is made)
             else:
                 found.setdefault(f"<not a literal: {ast.unparse(arg)}>", []).append(where)
     return found
