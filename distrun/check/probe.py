@@ -16,7 +16,16 @@ Facts (`kind`):
   train   an optimizer step happened while that loader was being iterated
   epoch   an iteration of a training loader: its DistributedSampler epoch and shuffle
   write   a file opened for writing (open, torch.save) and the script line that did it
+  sharded-save  torch.save, called from the user's code, of a DTensor, a ZeRO-3
+          partitioned parameter or a state dict or module holding one
+  window  the default check's window ended after K optimizer steps: the probe's per-step
+          hooks are removed (what stays is looked at only when a file is written)
   end     steps taken, and why the worker ended (its end, or --check-steps)
+
+`DISTRUN_CHECK_WINDOW=K` (the default check of every launch): after K steps of the first
+optimizer the probe takes its hooks out of the optimizers and the DataLoaders, so the rest
+of the run executes torch's own code; file writes stay watched (a cost paid per write,
+not per step).
 """
 
 from __future__ import annotations
@@ -46,12 +55,16 @@ _CACHES = ("/.cache/", "/__pycache__/", "/torchinductor_", "/.triton/")
 
 
 class _State:
-    def __init__(self, folder: str, rank: int, steps: int | None) -> None:
+    def __init__(self, folder: str, rank: int, steps: int | None,
+                 window: int | None = None) -> None:
         path = os.path.join(folder, f"rank{rank}.jsonl")
         self.out = open(path, "a", buffering=1, encoding="utf-8")  # noqa: SIM115 (kept open)
         self.folder = os.path.abspath(folder)
         self.lock = threading.Lock()
         self.end_after = steps
+        self.window = window  # remove the per-step hooks after this many steps
+        self.closing = False  # the window is over: unhook at the next chance
+        self.undo: list[Callable[[], None]] = []
         self.optimizers: dict[int, _Optimizer] = {}
         self.loaders: weakref.WeakKeyDictionary[Any, _Loader] = weakref.WeakKeyDictionary()
         self.iterators: weakref.WeakKeyDictionary[Any, _Iteration] = (
@@ -105,7 +118,9 @@ def install() -> None:
         return
     try:
         steps = os.environ.get("DISTRUN_CHECK_STEPS")
-        _state = _State(folder, int(rank), int(steps) if steps else None)
+        window = os.environ.get("DISTRUN_CHECK_WINDOW")
+        _state = _State(folder, int(rank), int(steps) if steps else None,
+                        int(window) if window else None)
         _state.fact("start", rank=int(rank), local_rank=int(os.environ.get("LOCAL_RANK", 0)),
                     world=int(os.environ.get("WORLD_SIZE", 1)))
         _patch()
@@ -121,7 +136,9 @@ def _patch() -> None:
     from torch.utils.data import DataLoader
     from torch.utils.data.dataloader import _BaseDataLoaderIter
 
-    register_optimizer_step_post_hook(_after_step)
+    handle = register_optimizer_step_post_hook(_after_step)
+    if _state is not None:
+        _state.undo.append(handle.remove)
     _patch_loaders(DataLoader, _BaseDataLoaderIter)
     if torch.distributed.is_available():
         torch.distributed.init_process_group = _recording_init(
@@ -160,14 +177,28 @@ def _after_step(optimizer: torch.optim.Optimizer, _args: object, _kwargs: object
     entry = state.optimizers.get(id(optimizer))
     if entry is None:
         entry = state.optimizers[id(optimizer)] = _Optimizer(len(state.optimizers))
+    if state.closing:
+        return
     entry.steps += 1
     _mark_training(state)
     last = state.end_after is not None and entry.index == 0 and entry.steps >= state.end_after
-    if entry.steps & (entry.steps - 1) == 0 or last:  # 1, 2, 4, 8... and the last
+    closing = state.window is not None and entry.index == 0 and entry.steps >= state.window
+    if entry.steps & (entry.steps - 1) == 0 or last or closing:  # 1, 2, 4, 8... and the last
         _record_params(state, optimizer, entry)
     if last:
         _end(state, "check-steps")
         os._exit(0)
+    if closing:
+        state.closing = True  # removed at the next loader call: not inside torch's hook loop
+        state.fact("window", steps=entry.steps)
+
+
+def _close(state: _State) -> None:
+    """The window is over: every per-step hook is taken out (torch's own methods back on
+    the DataLoader classes, the optimizer hook removed)."""
+    undo, state.undo = state.undo, []
+    for step in reversed(undo):
+        step()
 
 
 def _record_params(state: _State, optimizer: torch.optim.Optimizer, entry: _Optimizer) -> None:
@@ -273,9 +304,31 @@ def _patch_loaders(loader_class: Any, iterator_class: Any) -> None:
                 _record_loader(state, self, iteration.loader, batch)
         return batch
 
+    def __iter__and_close(self: Any) -> Any:
+        if _state is not None and _state.closing:
+            _close(_state)
+            return start(self)
+        return __iter__(self)
+
+    def __next__and_close(self: Any) -> Any:
+        if _state is not None and _state.closing:
+            _close(_state)
+            return step(self)
+        return __next__(self)
+
+    def undo() -> None:
+        for owner, name, ours, theirs in (
+                (loader_class, "__init__", __init__, make),
+                (loader_class, "__iter__", __iter__and_close, start),
+                (iterator_class, "__next__", __next__and_close, step)):
+            if owner.__dict__.get(name) is ours:  # not patched again by someone else
+                setattr(owner, name, theirs)
+
     loader_class.__init__ = __init__
-    loader_class.__iter__ = __iter__
-    iterator_class.__next__ = __next__
+    loader_class.__iter__ = __iter__and_close
+    iterator_class.__next__ = __next__and_close
+    if _state is not None:
+        _state.undo.append(undo)
 
 
 def _distributed_sampler(loader: Any) -> object | None:
@@ -299,7 +352,61 @@ def _record_loader(state: _State, iterator: Any, loader: _Loader, batch: object)
                length=_length(iterator),
                dataset=_length(dataset), sampler=type(inner).__name__,
                replacement=bool(getattr(inner, "replacement", False)),
-               samples=getattr(inner, "num_samples", None) if inner is not None else None)
+               samples=getattr(inner, "num_samples", None) if inner is not None else None,
+               split=_split(dataset, inner))
+
+
+SKETCH = 32  # hashed indices kept of a split: enough to see two index lists overlap
+
+
+def _split(dataset: object, sampler: object) -> dict[str, object] | None:
+    """What picks this loader's samples out of a larger data set, to compare across ranks:
+    the index lists of the `Subset`s around the data set and of the sampler (or of the one
+    it wraps: SubsetRandomSampler's `indices`), as their lengths, a hash of them, and a
+    sketch of the base samples they read (the SKETCH smallest of their indices, hashed)
+    that shows whether two ranks' picks overlap. None when nothing picks by index."""
+    lists: list[object] = []  # the data sets' Subset indices, outermost first
+    for _ in range(8):
+        if dataset is None:
+            break
+        indices = getattr(dataset, "indices", None)
+        if indices is not None and hasattr(dataset, "dataset"):
+            lists.append(indices)
+        dataset = getattr(dataset, "dataset", None)
+    picked: object = None  # the sampler's own list, into the outermost data set
+    for _ in range(4):
+        if sampler is None:
+            break
+        picked = getattr(sampler, "indices", None)
+        if picked is not None:
+            break
+        sampler = getattr(sampler, "sampler", None)
+    if not lists and picked is None:
+        return None
+    import hashlib
+
+    try:
+        parts = [_int64(indices) for indices in (*lists, *([picked] if picked is not None
+                                                             else []))]
+        base = parts[-1] if picked is not None else None
+        for indices in parts[:len(lists)]:
+            base = indices if base is None else indices[base]
+    except (TypeError, ValueError, RuntimeError, IndexError):
+        return None
+    assert base is not None
+    digest = hashlib.sha1()
+    for part in parts:
+        digest.update(part.numpy().tobytes())
+        digest.update(b"|")
+    hashed = torch.unique((base * 2654435761 + 40503) % (1 << 32))  # one-to-one below 2**32
+    return {"lengths": [int(p.numel()) for p in parts], "hash": digest.hexdigest()[:16],
+            "sketch": hashed[:SKETCH].tolist()}
+
+
+def _int64(indices: object) -> torch.Tensor:
+    if isinstance(indices, range):
+        indices = list(indices)
+    return torch.as_tensor(indices, dtype=torch.int64).reshape(-1)
 
 
 def _length(obj: object) -> int | None:
@@ -342,11 +449,61 @@ def _recording_save(save: Callable[..., Any]) -> Callable[..., Any]:
     def saved(obj: object, f: Any, *args: Any, **kwargs: Any) -> Any:
         if isinstance(f, (str, os.PathLike)):
             _written(os.fspath(f))
+        state = _state
+        if state is not None and os.getpid() == state.pid and _from_user(sys._getframe(1)):
+            try:
+                shard = _shard_in(obj)
+            except Exception:  # noqa: BLE001 (an object the probe cannot look into)
+                shard = None
+            if shard is not None:
+                state.fact("sharded-save", site=user_site(2), what=shard[0], name=shard[1],
+                           path=os.fspath(f) if isinstance(f, (str, os.PathLike)) else "")
         return save(obj, f, *args, **kwargs)
 
     saved.__wrapped__ = save  # type: ignore[attr-defined]
     saved.__doc__ = save.__doc__
     return saved
+
+
+def _from_user(frame: FrameType | None) -> bool:
+    """Whether `frame` (the caller of torch.save) is the user's code: DeepSpeed's and
+    torch's own checkpoint code saves shards by design."""
+    if frame is None:
+        return False
+    name = frame.f_code.co_filename
+    return not name.startswith("<") and not name.startswith(_SKIP_PREFIXES)
+
+
+def _shard_in(obj: object, depth: int = 0) -> tuple[str, str] | None:
+    """("dtensor" | "zero3", where) when `obj` is, or holds (a module's parameters, a
+    dict or list of them, three levels deep), a tensor that is only this rank's part: a
+    DTensor (FSDP2, tensor parallel) or a ZeRO-3 partitioned parameter or its empty
+    state-dict entry."""
+    if isinstance(obj, torch.Tensor):
+        if getattr(obj, "placements", None) is not None:
+            return "dtensor", ""
+        whole = getattr(obj, "ds_numel", None)
+        if whole is not None and obj.numel() != whole:
+            return "zero3", ""
+        if obj.numel() == 0 and "deepspeed.runtime.zero.partition_parameters" in sys.modules:
+            return "zero3", ""
+        return None
+    if depth >= 3:
+        return None
+    items: list[tuple[str, object]]
+    if isinstance(obj, torch.nn.Module):
+        items = list(obj.named_parameters())
+    elif isinstance(obj, dict):
+        items = [(str(k), v) for k, v in obj.items()]
+    elif isinstance(obj, (list, tuple)):
+        items = [(str(i), v) for i, v in enumerate(obj)]
+    else:
+        return None
+    for key, value in items:
+        found = _shard_in(value, depth + 1)
+        if found is not None:
+            return found[0], f"{key}.{found[1]}" if found[1] else key
+    return None
 
 
 def _audit(event: str, args: tuple[Any, ...]) -> None:

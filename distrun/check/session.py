@@ -21,31 +21,60 @@ from distrun.launch.spec import Command, LaunchSpec
 
 BOOT = str(Path(__file__).with_name("boot.py"))
 
+# The default check watches a job's first WINDOW optimizer steps, then the probe removes
+# its hooks. 8: the parameters are fingerprinted at steps 1, 2, 4 and 8, so a divergence
+# that a missed all-reduce starts shows by step 1 and a slow one (a parameter DDP does not
+# see, trained only every few steps) has four chances; the first loader's first batches,
+# its sampler and its split are all seen by then; and 8 steps are a few seconds of any
+# real job, whose own start-up (data, model, rendezvous) takes longer.
+WINDOW = 8
+Mode = str  # "off" (--no-check), "window" (the default), "full" (--check)
+
 
 @dataclass
 class Session:
     spec: LaunchSpec
-    check: bool = False
+    mode: Mode = "off"
     steps: int | None = None  # end the job after this many optimizer steps
     findings: list[Finding] = field(default_factory=list)
     folder: Path | None = None
     checker: Checker | None = None
+    notes: list[str] = field(default_factory=list)  # why a default check did not run
 
     @classmethod
     def start(cls, spec: LaunchSpec, options: list[str], check: bool = False,
-              steps: int | None = None) -> Session:
+              steps: int | None = None, no_check: bool = False,
+              flags: frozenset[str] = frozenset(), typed: list[str] | None = None
+              ) -> Session:
         """The checks of the script's text (a syntax error is exit 2 here, before
-        anything starts)."""
-        session = cls(spec, check or steps is not None, steps)
+        anything starts), and how the workers are checked: to the end (`check` or
+        `steps`), not at all (`no_check`), else the first WINDOW steps of a job of more
+        than one process."""
+        session = cls(spec, steps=steps)
+        if check or steps is not None:
+            session.mode = "full"
+        elif not no_check and session.world > 1:
+            session.mode = "window"
         source = ""
         if not spec.module:
             static.parse_script(spec.script)
             source = Path(spec.script).read_text(errors="replace")
-        found = [static.options_after_script(spec.script, spec.script_args, options, source)]
+        found = [static.options_after_script(spec.script, spec.script_args, options, source,
+                                             flags, typed)]
         if not spec.module and session.world > 1:
             found.append(static.no_process_group(spec.script))
+            found.append(static.spawn_under_launcher(spec.script))
         session.findings = [f for f in found if f is not None]
         return session
+
+    @property
+    def check(self) -> bool:
+        """`--check`: checked to the end, a finding is exit code 3."""
+        return self.mode == "full"
+
+    @property
+    def instrumented(self) -> bool:
+        return self.mode != "off"
 
     @property
     def world(self) -> int:
@@ -59,7 +88,12 @@ class Session:
 
     def instrument(self, command: Command) -> Command:
         """`command` with each worker started through the probe's boot script."""
-        if not self.check:
+        if self.mode == "window":
+            why = self._cannot_probe()
+            if why is not None:
+                self.notes.append(f"check: not run ({why}); the job runs unchecked")
+                self.mode = "off"
+        if not self.instrumented:
             return command
         self.folder = Path(tempfile.mkdtemp(prefix="distrun-check-"))
         self.checker = Checker(self.folder, self.local)
@@ -69,7 +103,25 @@ class Session:
         env = {**command.env, "DISTRUN_CHECK_DIR": str(self.folder)}
         if self.steps is not None:
             env["DISTRUN_CHECK_STEPS"] = str(self.steps)
+        if self.mode == "window":
+            env["DISTRUN_CHECK_WINDOW"] = str(WINDOW)
         return Command(argv=[*head, BOOT, *target], env=env)
+
+    def _cannot_probe(self) -> str | None:
+        """Why the default check cannot start the workers through the probe, if it
+        cannot: a module this interpreter does not find, a command that does not run the
+        script with this interpreter. `--check` asked for it, so it fails loudly instead."""
+        if self.spec.module:
+            import importlib.util
+
+            try:
+                found = importlib.util.find_spec(self.spec.script) is not None
+            except (ImportError, ValueError):
+                found = False
+            if not found and not (Path.cwd() / (self.spec.script.replace(".", "/") + ".py")
+                                  ).is_file():
+                return f"-m {self.spec.script}: not a module this Python finds"
+        return None
 
     def poll(self) -> list[Finding]:
         """Findings the running job has shown since the last poll."""
@@ -83,9 +135,14 @@ class Session:
     def rules_found(self) -> set[str]:
         return {f.rule for f in self.findings}
 
-    def finish(self, printed: dict[str, tuple[str, set[int]]]) -> list[Finding]:
+    def finish(self, printed: dict[str, tuple[str, set[int]]],
+               job_ok: bool = True) -> list[Finding]:
         """The findings only the end shows (the rest were returned by `poll`)."""
         found = self.poll()
+        idle = self.checker.no_training() if self.checker is not None and job_ok else None
+        if idle is not None and "no-training" not in self.rules_found:
+            found.append(idle)
+            self.findings.append(idle)
         if self.checker is not None and any(r.group for r in self.checker.ranks.values()):
             # the script's text showed no set-up, but the ranks had a process group
             self.findings = [f for f in self.findings if f.rule != "no-process-group"]
@@ -109,7 +166,15 @@ class Session:
 
     @property
     def checks_run(self) -> list[str]:
-        return [*ALWAYS, *(CHECKED if self.check and self.comparable else [])]
+        if not self.instrumented:
+            return list(ALWAYS)
+        return [*ALWAYS, *(CHECKED if self.comparable else ["no-training",
+                                                           "sharded-checkpoint"])]
+
+    @property
+    def window(self) -> int | None:
+        """The steps the default check watched, when its window ended before the job."""
+        return self.checker.window if self.checker is not None else None
 
     @property
     def ranks_checked(self) -> int:

@@ -31,6 +31,7 @@ class LoaderFacts:
     dataset: int | None
     sampler: str
     replacement: bool
+    split: dict[str, Any] | None = None  # probe.py's _split: the Subset/sampler indices
 
 
 @dataclass
@@ -44,6 +45,9 @@ class RankFacts:
     epochs: dict[Key, list[tuple[int | None, bool]]] = field(default_factory=dict)
     writes: dict[str, str] = field(default_factory=dict)  # path -> file:line
     steps: int = 0  # of the first optimizer, when the rank ended
+    all_steps: int = 0  # of every optimizer, when the rank ended
+    window: int | None = None  # the default check's window ended after this many steps
+    saves: list[tuple[str, str, str]] = field(default_factory=list)  # sharded saves
     sharded: int = 0  # parameters left out of the comparison (ZeRO-3 shards)
     ended: bool = False
 
@@ -60,15 +64,23 @@ class RankFacts:
             self.loaders[key] = LoaderFacts(
                 str(fact["first"]), _int(fact.get("batch")), _int(fact.get("length")),
                 _int(fact.get("dataset")), str(fact.get("sampler")),
-                bool(fact.get("replacement")))
+                bool(fact.get("replacement")),
+                fact["split"] if isinstance(fact.get("split"), dict) else None)
         elif kind == "train":
             self.train.add(key)
         elif kind == "epoch":
             self.epochs.setdefault(key, []).append((_int(fact["epoch"]), bool(fact["shuffle"])))
         elif kind == "write":
             self.writes.setdefault(str(fact["path"]), str(fact["site"]))
+        elif kind == "sharded-save":
+            self.saves.append((str(fact.get("site")), str(fact.get("what")),
+                               str(fact.get("name", ""))))
+        elif kind == "window":
+            self.window = _int(fact.get("steps"))
         elif kind == "end":
-            self.steps = int(fact.get("steps", {}).get("0", 0))
+            steps = fact.get("steps", {})
+            self.steps = int(steps.get("0", 0))
+            self.all_steps = sum(int(v) for v in steps.values())
             self.group = self.group or bool(fact.get("group"))
             self.ended = True
 
@@ -144,9 +156,11 @@ class Checker:
         """Read what is new; the findings it shows that were not given before."""
         self._read()
         ranks = [self.ranks[r] for r in sorted(self.ranks)]
-        if len(ranks) < 2 or ranks[0].world < 2:
-            return []
         new: list[Finding] = []
+        for key, finding in self._saves(ranks):  # one rank shows these alone
+            self._give(new, key, finding)
+        if len(ranks) < 2 or ranks[0].world < 2:
+            return new
         if self.nproc <= len(ranks) and all(r.without_group for r in ranks):
             self._give(new, "group", Finding(
                 "no-process-group", f"none of the {len(ranks)} ranks set up a process group "
@@ -156,7 +170,7 @@ class Checker:
         if not all(r.decided for r in ranks):  # may yet turn out to be a missing group
             return new
         for key, finding in [*self._params(ranks), *self._data(ranks), *self._epochs(ranks),
-                             *self._writes(ranks)]:
+                             *self._splits(ranks), *self._writes(ranks)]:
             self._give(new, key, finding)
         return new
 
@@ -196,6 +210,8 @@ class Checker:
             facts = [r.loaders[key] for r in ranks if key in r.loaders]
             if len(facts) < len(ranks):
                 continue
+            if _split_by_rank(facts):  # each rank reads its own part, picked by hand
+                continue
             whole = [f for f in facts if _reads_everything(f, ranks[0].world)]
             if len({f.first for f in facts}) == 1:
                 seen = "gives every rank the same first batch"
@@ -224,6 +240,62 @@ class Checker:
                         f"{rank.rank}): every epoch has the same order", key[0])))
         return found
 
+    def no_training(self) -> Finding | None:
+        """At the end of a job: no optimizer step on any rank whose probe reported."""
+        self._read()
+        ranks = list(self.ranks.values())
+        if not ranks or not all(r.ended for r in ranks) or any(
+                r.all_steps or r.params or r.window for r in ranks):
+            return None
+        return Finding("no-training", f"none of the {len(ranks)} ranks checked took an "
+                       "optimizer step before it ended")
+
+    @property
+    def window(self) -> int | None:
+        """The steps the default check watched, once its window has ended on a rank."""
+        ends = [r.window for r in self.ranks.values() if r.window is not None]
+        return max(ends) if ends else None
+
+    def _saves(self, ranks: list[RankFacts]) -> list[tuple[object, Finding]]:
+        """torch.save of a rank's shard of the model (each save line once)."""
+        found: list[tuple[object, Finding]] = []
+        for rank in ranks:
+            for site, what, name in rank.saves:
+                held = ("FSDP2/DTensor shards" if what == "dtensor" else
+                        "ZeRO-3 partitioned parameters (empty tensors in a state dict)")
+                entry = f" (`{name}`)" if name else ""
+                found.append((("save", site), Finding(
+                    "sharded-checkpoint", f"rank {rank.rank} saved {held}{entry}: the file "
+                    "holds this rank's part of the model, not the model", site)))
+        return found
+
+    def _splits(self, ranks: list[RankFacts]) -> list[tuple[object, Finding]]:
+        """Loaders made at the same line that pick different, overlapping index lists on
+        different ranks (index lists that do not overlap are a split by rank: fine)."""
+        found: list[tuple[object, Finding]] = []
+        keys = set.intersection(*(set(r.loaders) for r in ranks))
+        for key in sorted(keys):
+            splits = [r.loaders[key].split for r in ranks]
+            if any(s is None for s in splits) or len({str(s["hash"]) for s in splits
+                                                       if s is not None}) < 2:
+                continue
+            first = splits[0]
+            assert first is not None
+            for rank, split in zip(ranks[1:], splits[1:], strict=True):
+                assert split is not None
+                if split["hash"] == first["hash"]:
+                    continue
+                shared = set(first["sketch"]) & set(split["sketch"])
+                if not shared:
+                    continue
+                sizes = "/".join(str(n) for n in first["lengths"])
+                found.append((("split", key), Finding(
+                    "split-differs", f"the DataLoader made here reads different, overlapping "
+                    f"samples on rank {ranks[0].rank} and rank {rank.rank} (index lists of "
+                    f"{sizes} drawn differently: a split without a seed)", key[0])))
+                break
+        return found
+
     def _writes(self, ranks: list[RankFacts]) -> list[tuple[object, Finding]]:
         """Files written by more than one rank."""
         writers: dict[str, list[RankFacts]] = {}
@@ -240,6 +312,23 @@ class Checker:
                 "shared-write", f"{path} is written by ranks "
                 f"{', '.join(str(r.rank) for r in who)}{more}", who[0].writes[path])))
         return found
+
+
+def _split_by_rank(facts: list[LoaderFacts]) -> bool:
+    """The ranks' loaders read Subsets (or sampler index lists) that differ and do not
+    overlap: the data was divided between the ranks by hand."""
+    splits = [f.split for f in facts]
+    if any(s is None for s in splits) or len({str(s["hash"]) for s in splits
+                                               if s is not None}) < len(splits):
+        return False
+    seen: set[int] = set()
+    for split in splits:
+        assert split is not None
+        sketch = set(split["sketch"])
+        if sketch & seen:
+            return False
+        seen |= sketch
+    return True
 
 
 def _reads_everything(fact: LoaderFacts, world: int) -> bool:

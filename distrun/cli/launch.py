@@ -49,11 +49,18 @@ def _rank_list(_ctx: click.Context, param: click.Parameter, value: str | None
     return frozenset(ranks)
 
 
+# distrun options that torchrun spells with underscores (accepted in that spelling too)
+TORCHRUN_SPELLINGS = frozenset({
+    "--nproc-per-node", "--node-rank", "--master-addr", "--master-port", "--rdzv-backend",
+    "--rdzv-endpoint", "--rdzv-id", "--rdzv-conf", "--max-restarts", "--log-dir"})
+
+
 class LaunchCommand(click.Command):
     """`distrun launch`: notes whether `--` ended distrun's options (then, with a config
     that names the script, everything after it is the script's arguments)."""
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        args = self._torchrun_spellings(args)
         raw = list(args)
         try:
             rest = super().parse_args(ctx, args)
@@ -70,6 +77,28 @@ class LaunchCommand(click.Command):
         ctx.meta["distrun.dashdash"] = given > 0 and len(raw) > given and raw[-given - 1] == "--"
         return rest
 
+    def _torchrun_spellings(self, args: list[str]) -> list[str]:
+        """torchrun's spellings of the options it shares with distrun (`--nproc_per_node`,
+        `--master_port`...: the notes users copy write them so) as distrun's, among
+        distrun's own options only (the script's arguments are left alone). Hidden from
+        the help."""
+        flags = {opt for param in self.params if isinstance(param, click.Option)
+                 and param.is_flag for opt in param.opts}
+        out = list(args)
+        index = 0
+        while index < len(out):
+            arg = out[index]
+            if arg == "--" or not arg.startswith("-") or arg == "-":
+                break
+            name, eq, value = arg.partition("=")
+            if name.startswith("--") and "_" in name:
+                dashed = name.replace("_", "-")
+                if dashed in TORCHRUN_SPELLINGS:
+                    out[index] = name = dashed if not eq else f"{dashed}={value}"
+                    name = dashed
+            index += 1 if eq or name in flags or not name.startswith("--") else 2
+        return out
+
 
 HELP = f"""Run SCRIPT [SCRIPT_ARGS...] on many processes and nodes, and supervise it.
 
@@ -82,8 +111,11 @@ Examples:
   distrun launch --nnodes 2 --node-rank 0 --master-addr 10.0.0.1 train_ddp.py
   distrun launch --nnodes 2 --rdzv-endpoint 10.0.0.1:{DEFAULT_RDZV_PORT} train_ddp.py  # every node
 \b
---check runs the workers instrumented and names what is wrong with the
-distributed script (rule ids: see docs/check.md), as soon as the ranks show it:
+Every job of more than one process is checked in its first 8 optimizer
+steps: what is wrong with the distributed script is named as soon as the
+ranks show it (rule ids: see docs/check.md), then the check removes itself;
+the job's exit code stays its own. --check checks to the end and makes a
+finding exit code 3; --no-check turns the check off:
   distrun launch --check --check-steps 5 --nproc-per-node 2 train_ddp.py
 \b
 Exit codes: 0 success; 1 a rank failed; 2 bad input (nothing started);
@@ -130,8 +162,10 @@ Exit codes: 0 success; 1 a rank failed; 2 bad input (nothing started);
 @click.option("--config", "config_file", type=click.Path(dir_okay=False),
               help="A launch config (distrun.yaml); flags override its values.")
 @click.option("-m", "module", is_flag=True, help="SCRIPT is a module name, as in python -m.")
-@click.option("--check", is_flag=True, help="Run the workers instrumented and report what "
-              "is wrong with the distributed script (exit code 3 if anything is).")
+@click.option("--check", is_flag=True, help="Check the job to its end (by default only its "
+              "first 8 optimizer steps are) and make any finding exit code 3.")
+@click.option("--no-check", is_flag=True, help="Run the workers uninstrumented: no check of "
+              "the first steps (the checks of the script's text and output still run).")
 @click.option("--check-steps", type=click.IntRange(min=1), metavar="K", help="With --check "
               "(implied): end the job after K optimizer steps.")
 @click.option("--report-json", type=click.Path(dir_okay=False), metavar="PATH",
@@ -142,7 +176,7 @@ Exit codes: 0 success; 1 a rank failed; 2 bad input (nothing started);
 @click.argument("script_args", nargs=-1, type=click.UNPROCESSED)
 def launch(script: str | None, script_args: tuple[str, ...], dry_run: bool, module: bool,
            env: dict[str, str], rdzv_conf: dict[str, str], config_file: str | None,
-           check: bool, check_steps: int | None, report_json: str | None,
+           check: bool, no_check: bool, check_steps: int | None, report_json: str | None,
            ranks: frozenset[int] | None, rank_prefix: bool, **options: object) -> int:
     """`distrun launch`: the request from the config file and the flags, resolved, run."""
     from distrun.check.session import Session
@@ -154,11 +188,15 @@ def launch(script: str | None, script_args: tuple[str, ...], dry_run: bool, modu
     request = _request(config_file, options, env, rdzv_conf, script, script_args, module)
     spec = resolve(request)
     shown = _shown(spec, ranks, rank_prefix)
-    session = Session.start(spec, _long_options(), check, check_steps)
+    if no_check and (check or check_steps is not None):
+        raise InputError("--no-check and --check/--check-steps contradict each other",
+                         "give one of them")
+    session = Session.start(spec, _long_options(), check, check_steps, no_check,
+                            _flags(), _typed())
     command = session.instrument(backends.build(spec))
     if not dry_run:
         make_log_dir(spec)  # a bad --log-dir is said before anything else
-    for note in spec.notes:
+    for note in (*spec.notes, *session.notes):
         click.echo(f"distrun: {note}", err=True)
     for finding in session.findings:
         term.echo(render.finding(finding, warning=True))
@@ -169,7 +207,7 @@ def launch(script: str | None, script_args: tuple[str, ...], dry_run: bool, modu
     try:
         result = run(command, spec, shown=shown,
                      watch=lambda: [term.heads(render.finding(f)) for f in session.poll()])
-        found = session.finish(result.printed)
+        found = session.finish(result.printed, result.exit_code == 0)
     finally:
         session.close()
     report = "\n".join(line for line in (
@@ -267,6 +305,21 @@ def _write_json(path: str, record: dict[str, object]) -> None:
     except OSError as err:
         click.echo(f"distrun: warning: --report-json {path}: cannot write it: "
                    f"{err.strerror}", err=True)
+
+
+def _flags() -> frozenset[str]:
+    """distrun launch's options that take no value."""
+    return frozenset(name for param in launch.params if isinstance(param, click.Option)
+                     and param.is_flag for name in param.opts)
+
+
+def _typed() -> list[str] | None:
+    """The words the user typed after `distrun` (`launch ...`), when this process is the
+    distrun command."""
+    import sys
+
+    argv = sys.argv[1:]
+    return argv if argv[:1] == ["launch"] else None
 
 
 def _long_options() -> list[str]:

@@ -229,6 +229,8 @@ def _hung_lines(result: RunResult, spec: LaunchSpec) -> list[str]:
 
 
 def _failed_lines(result: RunResult, spec: LaunchSpec) -> list[str]:
+    from distrun.launch.failures import error_log
+
     lines = [f"distrun: error: the job failed after {result.seconds:.1f} s"]
     for failure in result.failures:
         cause = f"[{failure.cause}]"
@@ -238,6 +240,9 @@ def _failed_lines(result: RunResult, spec: LaunchSpec) -> list[str]:
                      f"{failure.host}: {failure.how} {cause}")
         if failure.error and failure.root_cause:
             lines += [f"    | {line}" for line in failure.error.splitlines()]
+            log = error_log(result.log_dir, failure.local_rank) if result.log_dir else None
+            if log is not None:
+                lines.append(f"    log: {log}")
             lines += _lost_peer_lines(failure.error, spec)
             lines += _missing_gpu_lines(failure.error, failure.local_rank, spec)
         elif failure.error and failure.cause == "also failed":  # its own error, in brief
@@ -321,13 +326,17 @@ def finding(found: rules.Finding, warning: bool = False, fix: bool = False) -> s
 def check_report(session: Session, found_at_end: list[rules.Finding], job_ok: bool) -> str:
     """The checks' end: under --check, every finding with its fix, or the all-clear;
     otherwise the findings only the end showed (repeated output), as warnings."""
-    if not session.check:
+    if not session.instrumented:
         return "\n".join(finding(f, warning=True) for f in found_at_end)
-    done = (f"{_count(session.optimizer_steps, 'optimizer step')} on "
-            f"{_count(session.local, 'rank')}")
+    window = session.window
+    steps = (f"the first {_count(window, 'optimizer step')}" if window is not None else
+             _count(session.optimizer_steps, 'optimizer step'))
+    done = f"{steps} on {_count(session.local, 'rank')}"
     if session.ranks_checked < session.local:
         done += (f" (only {session.ranks_checked} checked: the others' probe did not start, "
                  "see their output)")
+    if not session.findings and not session.check and (not job_ok or not session.comparable):
+        return ""  # the default check has nothing to add to a failure report, or compared none
     if not session.findings and not job_ok:
         return (f"distrun: check: the job failed after {done}; no problem found in what "
                 "the ranks did before")
@@ -338,6 +347,11 @@ def check_report(session: Session, found_at_end: list[rules.Finding], job_ok: bo
     if not session.findings:
         unseen = (f"; {_count(session.sharded_params, 'parameter')} not compared: ZeRO-3 "
                   "holds them as shards") if session.sharded_params else ""
+        if not session.check:  # the default check: one line, and how to change it
+            after = ("; the rest ran unchecked, --check checks to the end" if window
+                     is not None else "")
+            return (f"distrun: check: {done}, no problem found{unseen}{after} "
+                    "(--no-check: off)")
         return (f"distrun: check: {done}, no problem found (checks run: "
                 f"{', '.join(session.checks_run)}{unseen})")
     lines = [f"distrun: check: {done}: {len(session.findings)} problem"
@@ -353,6 +367,7 @@ def launch_record(result: RunResult, session: Session, exit_code: int) -> dict[s
         "failures": [{"rank": f.rank, "local_rank": f.local_rank, "host": f.host,
                       "how": f.how, "first": f.root_cause, "error": f.error}
                      for f in result.failures],
+        "check": session.mode, "window": session.window,
         "checks_run": session.checks_run, "optimizer_steps": session.optimizer_steps,
         "findings": [f.as_dict() for f in session.findings],
     }

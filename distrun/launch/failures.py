@@ -95,19 +95,48 @@ def exit_records(log_dir: str) -> list[Failure]:
     return failures
 
 
-def read_error(log_dir: str, local_rank: int) -> str:
-    """The end of the rank's error output: its last traceback, or its last lines."""
+def error_log(log_dir: str, local_rank: int) -> Path | None:
+    """The rank's stderr log of the last attempt (None: none was written)."""
     logs = sorted(Path(log_dir).glob(f"*/attempt_*/{local_rank}/stderr.log"),
                   key=lambda p: p.stat().st_mtime)
-    if not logs:
+    return logs[-1] if logs else None
+
+
+def read_error(log_dir: str, local_rank: int) -> str:
+    """The end of the rank's error output: its last traceback (cut to MAX_ERROR_LINES,
+    keeping the innermost frame of the user's own files), or its last lines."""
+    log = error_log(log_dir, local_rank)
+    if log is None:
         return ""
-    lines = [_RANK_TAG.sub("", line) for line in
-             logs[-1].read_text(errors="replace").splitlines()]
+    lines = [_RANK_TAG.sub("", line) for line in log.read_text(errors="replace").splitlines()]
     starts = [i for i, line in enumerate(lines) if line.startswith("Traceback (most recent")]
     tail = lines[starts[-1]:] if starts else lines
     if len(tail) > MAX_ERROR_LINES:
-        tail = [tail[0], "  ...", *tail[-(MAX_ERROR_LINES - 2):]]
+        tail = _cut(tail)
     return "\n".join(tail).strip()
+
+
+_FRAME = re.compile(r'^\s*File "(?P<path>[^"]+)", line \d+')
+_LIBRARIES = ("site-packages", "dist-packages", "<frozen", "/lib/python3")
+
+
+def _cut(tail: list[str]) -> list[str]:
+    """A long traceback: its first line, the innermost frame in the user's own files (its
+    `File` line and the code under it), and the last lines (the library frames nearest
+    the error and the error itself)."""
+    keep = MAX_ERROR_LINES - 2
+    frames = [i for i, line in enumerate(tail) if _FRAME.match(line)]
+    own = [i for i in frames if not any(m in _FRAME.match(tail[i])["path"]  # type: ignore[index]
+                                        for m in _LIBRARIES)]
+    end = len(tail) - keep
+    if not own or own[-1] >= end:  # no frame of the user's, or it is in the tail already
+        return [tail[0], "  ...", *tail[end:]]
+    first = own[-1]
+    after = [i for i in frames if i > first]
+    frame = tail[first:after[0] if after else first + 1][:4]
+    gap = ["  ..."] if first > 1 else []
+    rest = keep - len(gap) - len(frame)
+    return [tail[0], *gap, *frame, "  ...", *tail[len(tail) - rest:]]
 
 
 _PEER_LOST = re.compile(

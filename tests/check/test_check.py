@@ -20,25 +20,34 @@ from tests.conftest import ROOT, distrun
 
 pytestmark = pytest.mark.e2e
 SCRIPTS = Path(__file__).parent / "scripts"
-DEFECTS = {
-    "unconverted.py": "no-process-group",
-    "no_sampler.py": "unsharded-data",
-    "no_set_epoch.py": "no-set-epoch",
-    "unwrapped_forward.py": "params-diverged",
-    "save_every_rank.py": "shared-write",
-    "print_every_rank.py": "duplicate-output",
-    "accelerate_no_prepare.py": "unsharded-data",
+DEFECTS = {  # script -> the rules its defect is named by
+    "unconverted.py": ("no-process-group",),
+    "no_sampler.py": ("unsharded-data",),
+    "no_set_epoch.py": ("no-set-epoch",),
+    "unwrapped_forward.py": ("params-diverged",),
+    "save_every_rank.py": ("shared-write",),
+    "print_every_rank.py": ("duplicate-output",),
+    "accelerate_no_prepare.py": ("unsharded-data",),
+    "spawn_in_script.py": ("spawn-under-launcher", "no-training"),
+    "split_per_rank.py": ("split-differs",),
+    "fsdp_sharded_save.py": ("sharded-checkpoint",),
+}
+LOOK_ALIKES = {  # correct scripts that look like a defect: clean under the default check
+    "spawn_when_alone.py": {},  # spawns only when no launcher started it
+    "split_by_rank.py": {},  # Subsets that differ by rank on purpose, without overlap
+    "fsdp_sharded_save.py": {"FULL_STATE": "1"},  # the full state dict gathered first
 }
 
 
-def launch(folder: Path, name: str, *options: str) -> tuple[int, str, dict[str, object]]:
+def launch(folder: Path, name: str, *options: str, env: dict[str, str] | None = None
+           ) -> tuple[int, str, dict[str, object]]:
     """SCRIPT on 2 processes: exit code, stderr, and the --report-json record."""
     shutil.copy(SCRIPTS / name, folder / name)
     launcher = "accelerate" if name.startswith("accelerate") else "torchrun"
     report = folder / "report.json"
     result = distrun("launch", "--launcher", launcher, "--nproc-per-node", "2",
                      "--report-json", str(report), *options, name, cwd=folder,
-                     env={"OUT_PATH": str(folder / "model.pt")})
+                     env={"OUT_PATH": str(folder / "model.pt"), **(env or {})})
     assert report.is_file(), result.stdout + result.stderr
     return result.returncode, result.stderr, json.loads(report.read_text())
 
@@ -49,28 +58,72 @@ def rules_of(record: dict[str, object]) -> list[str]:
 
 def test_every_rule_has_a_broken_script_and_a_docs_entry() -> None:
     page = (ROOT / "docs" / "check.md").read_text()
-    assert set(DEFECTS.values()) | {"options-after-script"} == set(RULES)
+    named = {rule for rules in DEFECTS.values() for rule in rules}
+    assert named | {"options-after-script"} == set(RULES)
     for rule in RULES:
         assert f"`[{rule}]`" in page, rule
 
 
-@pytest.mark.parametrize(("name", "rule"), DEFECTS.items())
-def test_check_names_the_defect_and_nothing_else(tmp_path: Path, name: str, rule: str) -> None:
+@pytest.mark.parametrize(("name", "rules"), DEFECTS.items())
+def test_check_names_the_defect_and_nothing_else(tmp_path: Path, name: str,
+                                                 rules: tuple[str, ...]) -> None:
     code, stderr, record = launch(tmp_path, name, "--check")
-    assert rules_of(record) == [rule], stderr[-3000:]
+    assert rules_of(record) == list(rules), stderr[-3000:]
     assert code == 3 and record["exit_code"] == 3
-    assert f"distrun: check: [{rule}]" in stderr
-    assert f"  fix: {RULES[rule].fix}" in stderr
+    for rule in rules:
+        assert f"distrun: check: [{rule}]" in stderr
+        assert f"  fix: {RULES[rule].fix}" in stderr
 
 
-@pytest.mark.parametrize(("name", "rule"), DEFECTS.items())
-def test_without_check_only_the_rules_always_on_speak(tmp_path: Path, name: str,
-                                                      rule: str) -> None:
+@pytest.mark.parametrize(("name", "rules"), DEFECTS.items())
+def test_the_default_check_names_it_in_the_first_steps_and_keeps_the_exit_code(
+        tmp_path: Path, name: str, rules: tuple[str, ...]) -> None:
+    """Every launch of 2 processes is checked in its first 8 steps; these jobs are
+    shorter, so every defect shows, as a warning: the job's exit code stands."""
     code, stderr, record = launch(tmp_path, name)
-    expected = [rule] if RULES[rule].always else []
-    assert rules_of(record) == expected, stderr[-3000:]
-    assert code == 0  # without --check a finding is a warning: the job's exit code stands
-    assert ("distrun: warning: [" in stderr) == bool(expected)
+    assert rules_of(record) == list(rules), stderr[-3000:]
+    assert code == 0 and record["check"] == "window"
+    for rule in rules:
+        assert f"  fix: {RULES[rule].fix}" in stderr
+
+
+@pytest.mark.parametrize(("name", "rules"), [
+    ("no_sampler.py", []), ("unconverted.py", ["no-process-group"]),
+    ("spawn_in_script.py", ["spawn-under-launcher"])])
+def test_no_check_leaves_only_the_rules_of_the_text_and_output(
+        tmp_path: Path, name: str, rules: list[str]) -> None:
+    code, stderr, record = launch(tmp_path, name, "--no-check")
+    assert rules_of(record) == rules, stderr[-3000:]
+    assert code == 0 and record["check"] == "off"
+    assert ("distrun: warning: [" in stderr) == bool(rules)
+    assert "distrun: check:" not in stderr
+
+
+@pytest.mark.parametrize(("name", "env"), LOOK_ALIKES.items())
+def test_look_alikes_stay_clean(tmp_path: Path, name: str, env: dict[str, str]) -> None:
+    code, stderr, record = launch(tmp_path, name, env=env)
+    assert (code, rules_of(record)) == (0, []), stderr[-3000:]
+    assert "no problem found" in stderr
+
+
+def test_the_default_window_ends_after_8_steps_and_takes_its_hooks_out(
+        tmp_path: Path) -> None:
+    """A defect that starts at step 13 (the second epoch repeats the first's order) is
+    past the default window: not named, and the probe's per-step hooks are gone by the
+    end (torch's own DataLoader methods, no optimizer hook); --check names it."""
+    shutil.copy(SCRIPTS / "long_no_set_epoch.py", tmp_path / "train.py")
+    result = distrun("launch", "--nproc-per-node", "2", "--report-json", "report.json",
+                     "train.py", cwd=tmp_path, env={"OUT_PATH": str(tmp_path / "model.pt")})
+    record = json.loads((tmp_path / "report.json").read_text())
+    assert (result.returncode, rules_of(record), record["window"]) == (0, [], 8), (
+        result.stderr[-3000:])
+    assert ("distrun: check: the first 8 optimizer steps on 2 ranks, no problem found; the "
+            "rest ran unchecked") in result.stderr
+    assert "optimizer hooks: []" in result.stdout
+    assert "loader methods: torch.utils.data.dataloader torch.utils.data.dataloader" in (
+        result.stdout)
+    code, stderr, record = launch(tmp_path, "long_no_set_epoch.py", "--check")
+    assert (code, rules_of(record)) == (3, ["no-set-epoch"]), stderr[-3000:]
 
 
 def test_correct_script_passes_clean_and_trains_the_same(tmp_path: Path) -> None:
@@ -118,7 +171,9 @@ def test_one_rank_on_the_node_is_said_to_be_compared_with_nothing(tmp_path: Path
     assert "nothing compared, the checks compare the ranks of a node" in result.stderr
     assert "no problem found" not in result.stderr
     record = json.loads(report.read_text())
-    assert record["checks_run"] == [r for r in RULES if RULES[r].always]
+    # what one rank shows alone is still checked
+    assert record["checks_run"] == [*(r for r in RULES if RULES[r].always), "no-training",
+                                    "sharded-checkpoint"]
 
 
 # -- before anything starts (no process is started by these) ----------------------------
@@ -146,3 +201,16 @@ def test_a_syntax_error_is_exit_2_and_a_typo_gets_a_suggestion(tmp_path: Path) -
     result = distrun("launch", "--nproc-per-node", "2", "trian.py", cwd=tmp_path)
     assert result.returncode == 2
     assert "did you mean train.py?" in result.stderr
+
+
+def test_a_zero3_state_dict_saved_as_is_is_a_sharded_checkpoint(tmp_path: Path) -> None:
+    """ZeRO-3's `model.state_dict()` holds empty tensors: named at the save's line under
+    the default check; gathered first (FULL_STATE=1), clean."""
+    pytest.importorskip("deepspeed")
+    code, stderr, record = launch(tmp_path, "zero3_sharded_save.py")
+    assert (code, rules_of(record)) == (0, ["sharded-checkpoint"]), stderr[-3000:]
+    assert "zero3_sharded_save.py:35: rank 0 saved ZeRO-3 partitioned parameters" in stderr
+    assert torch.load(tmp_path / "model.pt")["0.weight"].shape == (0,)  # what it warns of
+    code, stderr, record = launch(tmp_path, "zero3_sharded_save.py", env={"FULL_STATE": "1"})
+    assert (code, rules_of(record)) == (0, []), stderr[-3000:]
+    assert torch.load(tmp_path / "model.pt")["0.weight"].shape == (16, 8)

@@ -82,3 +82,15 @@ def test_readme_is_a_newcomers_five_minutes() -> None:
 def test_no_dated_measurement_in_the_manual(page: Path) -> None:
     dated = re.findall(r".{0,40}\b20\d\d-\d\d-\d\d\b.{0,40}", page.read_text(encoding="utf-8"))
     assert not dated, f"{page.name}: dated figures go to CONTRIBUTING.md: {dated}"
+
+
+@pytest.mark.parametrize("page", ["README.md", "docs/check.md"])
+def test_the_check_rule_tables_are_the_registry_s(page: str) -> None:
+    """README's and the check page's rule tables are what `python -m distrun.check.rules`
+    prints (made from distrun/check/rules.py): a rule added there shows here."""
+    from distrun.check.rules import BEGIN, END, markdown
+
+    text = (ROOT / page).read_text(encoding="utf-8")
+    assert text.count(BEGIN) == 1 and text.count(END) == 1, page
+    table = text[text.index(BEGIN):text.index(END) + len(END)]
+    assert table == markdown(), f"{page}: run `python -m distrun.check.rules` and paste it"
