@@ -38,7 +38,8 @@ DISTRUN_SHIM_LOOPBACK_ONLY=1
                             init_method) is not a loopback address: a script's hard-coded
                             cluster address fails fast instead of dialling out.
 DISTRUN_SHIM_OLD_APIS=1     the APIs old tutorials call: DataLoader iterators' `.next()`
-                            (torch < 1.13), `np.Inf` / `np.NaN` / `np.float_` (NumPy 1.x).
+                            (torch < 1.13), `torch._utils._accumulate` (torch < 2.1),
+                            `np.Inf` / `np.NaN` / `np.float_` (NumPy 1.x).
 DISTRUN_SHIM_SEED_BY_RANK=1 seeds as a real multi-process run of an unseeded script does:
                             rank 0 (and the original run) with 0 as usual, rank r > 0 with
                             1000 + r (`random`, `torch`, `numpy`): an unseeded random_split

@@ -5,3 +5,5 @@ numpy files the harness writes, whatever their extension), `Image.fromarray`, `s
 `mode`, `convert` ('L', 'RGB', 'YCbCr'), `split`, `copy`, `crop`, `resize` (nearest
 neighbour whatever the filter), `save` (numpy format) and `numpy.asarray(image)`.
 """
+
+__version__ = "0.0.0+distrun.shim"   # scripts print it (DomainBed's train.py)

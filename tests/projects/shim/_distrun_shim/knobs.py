@@ -231,10 +231,18 @@ def loopback_only():
 
 def old_torch_iterators(torch):
     """DataLoader iterators get back `.next()` (removed in torch 1.13; tutorials of the
-    time call `dataiter.next()`)."""
+    time call `dataiter.next()`), and `torch._utils._accumulate` (removed in torch 2.1)."""
     from torch.utils.data import dataloader
 
     dataloader._BaseDataLoaderIter.next = dataloader._BaseDataLoaderIter.__next__
+    # `from torch._utils import _accumulate` (random_split's helper until torch 2.1;
+    # clovaai's dataset.py imports it): itertools.accumulate is what it was
+    import itertools
+
+    import torch._utils
+
+    if not hasattr(torch._utils, "_accumulate"):
+        torch._utils._accumulate = itertools.accumulate
 
 
 def old_numpy_names(numpy):
