@@ -186,8 +186,23 @@ def done_line(result: RunResult, spec: LaunchSpec, exit_code: int) -> str:
             else f"{spec.nnodes} nodes"
         ranks += f" on this node ({node})"
     why = " (--check found a problem)" if exit_code == 3 else ""
-    return paint(f"distrun: done: {ranks}, {result.seconds:.1f} s, exit code {exit_code}{why}",
-                 "ok" if exit_code == 0 else "warning")
+    after = f", after {_count(result.restarts, 'restart')}" if result.restarts else ""
+    line = paint(f"distrun: done: {ranks}, {result.seconds:.1f} s, exit code {exit_code}"
+                 f"{why}{after}", "ok" if exit_code == 0 else "warning")
+    return "\n".join([*_restart_lines(result), line])
+
+
+def _restart_lines(result: RunResult) -> list[str]:
+    """The first failure of every attempt that was restarted."""
+    lines = []
+    for attempt in result.earlier:
+        if attempt.local_rank is None:
+            lines.append(f"distrun: attempt {attempt.number} failed; restarted")
+            continue
+        last = attempt.error.splitlines()[-1] if attempt.error else "no error in its log"
+        lines.append(f"distrun: attempt {attempt.number} failed, first at local rank "
+                     f"{attempt.local_rank}: {last}; restarted")
+    return lines
 
 
 def _port_taken_lines(result: RunResult, spec: LaunchSpec) -> list[str]:
@@ -231,7 +246,10 @@ def _hung_lines(result: RunResult, spec: LaunchSpec) -> list[str]:
 def _failed_lines(result: RunResult, spec: LaunchSpec) -> list[str]:
     from distrun.launch.failures import error_log
 
-    lines = [f"distrun: error: the job failed after {result.seconds:.1f} s"]
+    after = (f" and {_count(result.restarts, 'restart')} (the last attempt's failures "
+             "first)") if result.restarts else ""
+    lines = [*_restart_lines(result),
+             f"distrun: error: the job failed after {result.seconds:.1f} s{after}"]
     for failure in result.failures:
         cause = f"[{failure.cause}]"
         if failure.root_cause:

@@ -95,6 +95,45 @@ def exit_records(log_dir: str) -> list[Failure]:
     return failures
 
 
+@dataclass
+class Attempt:
+    """An attempt of the worker group that failed and was restarted: its number and its
+    first failure (the rank whose error is its own, not a lost peer's)."""
+
+    number: int
+    local_rank: int | None
+    error: str
+
+
+def attempts(log_dir: str) -> tuple[int, list[Attempt]]:
+    """The restarts torchrun made (its `attempt_N` folders: N > 0 after a restart), and
+    the first failure of each attempt before the last."""
+    numbers = sorted({int(p.name.removeprefix("attempt_"))
+                      for p in Path(log_dir).glob("*/attempt_*")
+                      if p.name.removeprefix("attempt_").isdigit()})
+    if len(numbers) < 2:
+        return 0, []
+    found = []
+    for number in numbers[:-1]:
+        errors = {}
+        for log in Path(log_dir).glob(f"*/attempt_{number}/*/stderr.log"):
+            if log.parent.name.isdigit():
+                text = _traceback(log)
+                if text:
+                    errors[int(log.parent.name)] = text
+        own = sorted(rank for rank, text in errors.items() if lost_peer(text) is None)
+        first = own[0] if own else (min(errors) if errors else None)
+        found.append(Attempt(number, first, errors.get(first, "") if first is not None
+                             else ""))
+    return numbers[-1], found
+
+
+def _traceback(log: Path) -> str:
+    lines = [_RANK_TAG.sub("", line) for line in log.read_text(errors="replace").splitlines()]
+    starts = [i for i, line in enumerate(lines) if line.startswith("Traceback (most recent")]
+    return "\n".join(lines[starts[-1]:]).strip() if starts else ""
+
+
 def error_log(log_dir: str, local_rank: int) -> Path | None:
     """The rank's stderr log of the last attempt (None: none was written)."""
     logs = sorted(Path(log_dir).glob(f"*/attempt_*/{local_rank}/stderr.log"),

@@ -80,6 +80,8 @@ def settle(checked: Checked, environ: Mapping[str, str], notes: list[str]) -> La
     master_addr = checked.master_addr or "127.0.0.1"
     master_port = _master_port(checked, master_addr, notes)
     env = dict(checked.env)
+    checked = _restartable(checked, master_addr, master_port, notes)
+    plan = checked.plan
     local_addr = _local_addr(checked, master_addr, env, environ, notes)
     _shared_store(checked, env, environ, notes)
     is_host = _hosts_rendezvous(checked.endpoint, notes)
@@ -94,6 +96,29 @@ def settle(checked: Checked, environ: Mapping[str, str], notes: list[str]) -> La
         mixed_precision=checked.mixed_precision, env=tuple(sorted(env.items())),
         timeout=checked.timeout, cpu=plan.launcher == "accelerate" and not _gpus(),
         notes=tuple(notes), keep_logs=checked.log_dir is not None)
+
+
+def _restartable(checked: Checked, master_addr: str, master_port: int, notes: list[str]
+                 ) -> Checked:
+    """Restarts with torchrun's static rendezvous: the restarted workers meet in a store
+    that still holds the first attempt's keys, and gloo then connects to addresses of
+    workers that are gone ("connectFullMesh failed ... Connection refused", seen in 2 of
+    2 runs with a DDP model). A c10d rendezvous makes a new round, with fresh keys, for
+    each restart: the static rendezvous is rewritten into one at node 0's address and
+    port (every node rewrites the same command alike), said in a note."""
+    if not checked.max_restarts or checked.plan.rendezvous != "static":
+        return checked
+    import dataclasses
+
+    endpoint = f"{master_addr if checked.multi_node else '127.0.0.1'}:{master_port}"
+    plan = dataclasses.replace(checked.plan, backend="c10d", endpoint=endpoint)
+    ranks = (" (c10d gives the nodes their ranks in the order they join; --node-rank is "
+             "not used)" if checked.multi_node else "")
+    notes.append(f"--max-restarts {checked.max_restarts}: c10d rendezvous at {endpoint} "
+                 f"instead of the static one, which a restart does not survive{ranks}")
+    rdzv_id = checked.rdzv_id if checked.rdzv_id not in ("", "none") else \
+        f"distrun-{master_port}"
+    return dataclasses.replace(checked, plan=plan, endpoint=endpoint, rdzv_id=rdzv_id)
 
 
 def _gpus() -> int:

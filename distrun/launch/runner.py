@@ -30,7 +30,9 @@ from types import FrameType
 from distrun.errors import EXIT_BAD_INPUT, LaunchError
 from distrun.launch import procs
 from distrun.launch.failures import (
+    Attempt,
     Failure,
+    attempts,
     exit_records,
     free_space,
     parse_failures,
@@ -66,6 +68,8 @@ class RunResult:
     any_output: bool = False  # whether any worker had written a line (else: still starting?)
     # each line of stdout (decimals masked): its first text, the local ranks that printed it
     printed: dict[str, tuple[str, set[int]]] = field(default_factory=dict)
+    restarts: int = 0  # times torchrun restarted the worker group
+    earlier: list[Attempt] = field(default_factory=list)  # the attempts that failed before
 
 
 def run(command: Command, spec: LaunchSpec, echo: Callable[[str, bool], None] | None = None,
@@ -107,6 +111,8 @@ def run(command: Command, spec: LaunchSpec, echo: Callable[[str, bool], None] | 
         result.reason, result.exit_code = "failed", EXIT_FAILED
     if result.reason == "failed":
         _explain_failure(result, watcher.agent_lines, spec)
+    if spec.max_restarts and result.log_dir:
+        result.restarts, result.earlier = attempts(result.log_dir)
     return _finish_logs(result, spec)
 
 
