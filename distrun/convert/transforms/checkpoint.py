@@ -3,6 +3,9 @@ the local device.
 
 Rewrites:
   torch.save(obj, path)    ->  if RANK == 0: torch.save(obj, path)   then   dist.barrier()
+  (the same for the saves of libraries that write a model's files: `x.save_pretrained(dir)`
+  of Hugging Face models and tokenizers, `torch.jit.save`, safetensors' `save_file` /
+  `save_model`: every rank writing the same files tears them)
   torch.save(model, path)  ->  torch.save(model.module, path)   (the wrapped model)
   torch.load(path)         ->  torch.load(path, map_location=DEVICE)
 
@@ -26,7 +29,7 @@ def plan_checkpoints(ctx: Context) -> None:
     waits: set[cst.CSTNode] = set()  # statements a barrier already follows
     for call in facts.calls:
         name = facts.call_name(call)
-        if name == "torch.save":
+        if name == "torch.save" or _library_save(call, name):
             stmt = facts.statement(call)
             opened = file_opened_around(facts, stmt) if stmt is not None else None
             if opened is not None:
@@ -50,7 +53,7 @@ def plan_checkpoints(ctx: Context) -> None:
                             f"`{barrier}`{where} so no rank reads it before it is written")
             else:
                 plan.finding(call, "checkpoint.rank0_save",
-                             "`torch.save` not alone on its line: every "
+                             f"`{_shown(call, name)}` not alone on its line: every "
                              "rank writes the file", f"save under `if {rank} == 0:` then call "
                              f"`{ctx.target.barrier(ctx, at=call)}`")
         elif name == "torch.load" and keyword(call, "map_location") is None:
@@ -63,6 +66,23 @@ def plan_checkpoints(ctx: Context) -> None:
 
 
 TRANSFORM = Transform("checkpoint", plan_checkpoints)
+
+LIBRARY_SAVES = frozenset({"torch.jit.save", "safetensors.torch.save_file",
+                           "safetensors.torch.save_model"})
+
+
+def _library_save(call: cst.Call, name: str | None) -> bool:
+    """A library call that writes a model's files: `x.save_pretrained(dir)` (transformers,
+    peft, diffusers: models, tokenizers, configs), `torch.jit.save`, safetensors'."""
+    if name in LIBRARY_SAVES:
+        return True
+    return isinstance(call.func, cst.Attribute) and call.func.attr.value == "save_pretrained"
+
+
+def _shown(call: cst.Call, name: str | None) -> str:
+    if name == "torch.save" or name in LIBRARY_SAVES:
+        return str(name)
+    return "save_pretrained"
 
 
 def every_rank_reaches(facts: Facts, stmt: cst.CSTNode) -> cst.CSTNode:
