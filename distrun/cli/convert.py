@@ -68,7 +68,8 @@ def convert(script: str, output: str | None, in_place: bool, no_backup: bool, sh
     When SCRIPT imports modules of its own folder (utils.py, models/, a trainer package),
     they are converted with it: the result is a copy of the folder, SCRIPT's folder name
     + _ddp, with the changed modules rewritten (or, with --in-place, the changed files
-    themselves, each kept as FILE.orig).
+    themselves, each kept as FILE.orig). A notebook (NAME.ipynb) gives NAME_ddp.py from
+    its code cells; beside it in that copy when it imports modules of its folder.
 
     \b
     Every change and every warning is reported as FILE:LINE. Exit codes:

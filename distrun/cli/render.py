@@ -97,7 +97,8 @@ def _count(number: int, noun: str) -> str:
 
 def project_report_text(result: ProjectResult, shown: Path) -> str:
     """Every file's changes and findings, `path:line: ...`, the entry first."""
-    parts = [report_text(f.result, str(shown / f.source.rel)) for f in result.files]
+    parts = [report_text(f.result, str(shown / f.source.rel), cells=f.source.cells)
+             for f in result.files]
     return "\n".join(p for p in parts if p)
 
 
@@ -138,7 +139,8 @@ def project_json(result: ProjectResult, shown: Path, written: str | None,
 
 
 def project_diff(result: ProjectResult, shown: Path) -> str:
-    return "".join(unified_diff(f.result.source, f.result.output, str(shown / f.source.rel))
+    return "".join(unified_diff(f.result.source, f.result.output, str(shown / f.source.rel)
+                                + (" (code cells)" if f.source.cells is not None else ""))
                    for f in result.changed)
 
 

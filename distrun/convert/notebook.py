@@ -22,6 +22,8 @@ from typing import TYPE_CHECKING
 from distrun.errors import ConvertError, InputError
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from distrun.convert.options import ConvertOptions
     from distrun.convert.report import ConvertResult
 
@@ -74,7 +76,6 @@ def convert_notebook(data: bytes, name: str, options: ConvertOptions,
     finding for each line commented out. InputError if it is no notebook or has no code;
     a ConvertError at a line of the script is named by the cell and its line."""
     from distrun.convert import convert_source
-    from distrun.convert.report import Finding
 
     notebook = script_from_notebook(data, name)
     if not notebook.text.strip():
@@ -82,11 +83,25 @@ def convert_notebook(data: bytes, name: str, options: ConvertOptions,
     try:
         result = convert_source(notebook.text, name, options, folder)
     except ConvertError as err:  # named by the cell and its line, not the script's line
-        found = notebook.where.get(err.line) if err.line is not None else None
-        if found is None or err.column is None or err.detail is None:
-            raise
-        raise ConvertError.at(f"{name}:cell {found[0]}", found[1], err.column, err.detail,
-                              err.hint) from None
+        raise at_cell(err, name, notebook.where) from None
+    note_commented(notebook, result)
+    return notebook, result
+
+
+def at_cell(err: ConvertError, name: str, where: Mapping[int, tuple[int, int]]
+            ) -> ConvertError:
+    """`err` (at a line of a notebook's script) named by the cell and its line."""
+    found = where.get(err.line) if err.line is not None else None
+    if found is None or err.column is None or err.detail is None:
+        return err
+    return ConvertError.at(f"{name}:cell {found[0]}", found[1], err.column, err.detail,
+                           err.hint)
+
+
+def note_commented(notebook: Script, result: ConvertResult) -> None:
+    """A finding in `result` for each line of the notebook commented out."""
+    from distrun.convert.report import Finding
+
     for number, line, what, text in notebook.commented:
         at = next(k for k, v in notebook.where.items() if v == (number, line))
         shell = what == "shell command"
@@ -94,7 +109,6 @@ def convert_notebook(data: bytes, name: str, options: ConvertOptions,
             at, "notebook.magic", "warning" if shell else "info", f"{what}, not Python: `{text}` "
             "commented out" if "kept" not in what else f"{what} (`{text}`)",
             "run it yourself before launching" if shell else ""))
-    return notebook, result
 
 
 def _after(line: str, depth: int) -> tuple[int, bool]:

@@ -139,14 +139,22 @@ class ConvertOutcome:
 
 
 def detect_input(source: str, root: str | None = None) -> InputKind:
-    """What `source` is: a notebook (.ipynb), a project (a script importing modules of
-    its folder, or of `root`), else a script."""
-    if source.endswith(".ipynb"):
-        return "notebook"
+    """What `source` is: a project (a script or a notebook importing modules of its
+    folder, of `root`, or of its own package), else a notebook (.ipynb) or a script."""
     from distrun.convert.project import find_modules
 
     top = Path(root) if root is not None else None
-    return "project" if len(find_modules(Path(source), top)) > 1 else "script"
+    text = None
+    if source.endswith(".ipynb"):
+        from distrun.convert.notebook import script_from_notebook
+
+        try:
+            text = script_from_notebook(Path(source).read_bytes(), source).text
+        except (InputError, OSError):
+            return "notebook"  # named properly when it is converted
+    if len(find_modules(Path(source), top, text)) > 1:
+        return "project"
+    return "notebook" if text is not None else "script"
 
 
 def convert_request(request: ConvertRequest) -> ConvertOutcome:
@@ -252,7 +260,7 @@ def _project(request: ConvertRequest) -> ConvertOutcome:
     from distrun.tree import output_folder
 
     entry = Path(request.source)
-    top = Path(request.root).resolve() if request.root is not None else entry.resolve().parent
+    top = _top(entry, request.root)
     out = None
     if request.mode in ("stdout", "folder"):  # refused before any work when it cannot be
         out = output_folder("-" if request.mode == "stdout" else request.output, top,
@@ -264,9 +272,11 @@ def _project(request: ConvertRequest) -> ConvertOutcome:
     if request.mode not in WRITING or project.entry.result.status == "unsupported":
         return outcome
     if request.mode == "in-place":
-        files = [FileWrite(str(shown / f.source.rel), f.source.script.encode(f.result.output),
-                           like=str(shown / f.source.rel), backup=request.backup, force=True)
-                 for f in project.changed]
+        files = [FileWrite(str(shown / f.source.out_rel),
+                           f.source.script.encode(f.result.output),
+                           like=str(shown / f.source.rel) if f.source.cells is None else None,
+                           backup=request.backup, force=True)
+                 for f in project.written]
         folder = (shown / project.entry.source.rel).parent
         files += [FileWrite(str(folder / name), text.encode(), backup=True, force=True)
                   for name, text in beside.items()]
@@ -278,10 +288,26 @@ def _project(request: ConvertRequest) -> ConvertOutcome:
         return outcome
     assert out is not None  # mode "folder"
     converted = {f.source.rel: f.source.script.encode(f.result.output)
-                 for f in project.changed}
+                 for f in project.written if f.source.written is None}
     folder = (out / project.entry.source.rel).parent
-    files = [FileWrite(str(folder / name), text.encode(), backup=True, force=True)
-             for name, text in beside.items()]
+    # a notebook's script is a new file of the copy, beside the notebook
+    files = [FileWrite(str(out / f.source.out_rel), f.source.script.encode(f.result.output),
+                       force=True) for f in project.written if f.source.written is not None]
+    files += [FileWrite(str(folder / name), text.encode(), backup=True, force=True)
+              for name, text in beside.items()]
     return ConvertOutcome(request, outcome.result, project,
                           copy=ProjectCopy(project.root, out, converted, request.force),
                           files=tuple(files), written=str(out))
+
+
+def _top(entry: Path, root: str | None) -> Path:
+    """The project's top folder (`project.project_top`), a notebook's cells read for its
+    imports."""
+    from distrun.convert.project import find_modules, project_top
+
+    if root is not None or not entry.suffix == ".ipynb":
+        return project_top(entry, root)
+    from distrun.convert.notebook import script_from_notebook
+
+    text = script_from_notebook(entry.read_bytes(), str(entry)).text
+    return project_top(entry, root, find_modules(entry, None, text))

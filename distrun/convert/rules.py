@@ -241,6 +241,9 @@ _RULES: tuple[tuple[str, str], ...] = (
     ("spawned.not_a_statement", "An mp.spawn call that is not a statement of its own is "
      "left unconverted."),
     ("notebook.magic", "A notebook's shell command or magic is commented out."),
+    ("project.own_package", "The entry imports its own package by name (`from pkg.utils "
+     "import ...` run from inside pkg/): the package's modules are converted with it, the "
+     "folder above the package is the project's top."),
     ("verify.undefined_name", "The converted text would read a name it introduced before "
      "any line defines it (a converter bug): nothing is written."),
     # -- targets ------------------------------------------------------------------

@@ -141,3 +141,63 @@ def test_launch_refuses_a_notebook_and_names_convert(nb: Path) -> None:
     assert result.returncode == 2, result.stdout + result.stderr
     assert "a Jupyter notebook cannot be launched" in result.stderr
     assert "distrun convert train.ipynb" in result.stderr and "Traceback" not in result.stderr
+
+
+HELPER = ("import torch\n\n\ndef save(model):\n    torch.save(model.state_dict(), 'nb.pt')\n"
+          "    print('saved')\n")
+
+
+@pytest.fixture
+def nb_project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """train.ipynb in proj/, its last cell's save handed to `helpers.save` beside it."""
+    folder = tmp_path / "proj"
+    folder.mkdir()
+    monkeypatch.chdir(tmp_path)
+    path = folder / "train.ipynb"
+    write_notebook(path)
+    cells = json.loads(path.read_text())
+    cells["cells"][-1]["source"] = ["import helpers\n", "helpers.save(model)\n"]
+    path.write_text(json.dumps(cells))
+    (folder / "helpers.py").write_text(HELPER)
+    return path
+
+
+def test_a_notebook_importing_its_folders_module_converts_as_a_project(
+        nb_project: Path) -> None:
+    """Issue 25, class 6: the copy proj_ddp/ holds the notebook as it was, the converted
+    cells as train_ddp.py beside it and the converted helper; nothing of the user's is
+    rewritten; the report names cells and the helper's lines."""
+    folder = nb_project.parent
+    before = snapshot(folder)
+    result = run("convert", "proj/train.ipynb")
+    assert result.exit_code == 0, result.output
+    assert snapshot(folder) == before
+    copy = folder.parent / "proj_ddp"
+    assert sorted(p.name for p in copy.iterdir()) == ["helpers.py", "train.ipynb",
+                                                      "train_ddp.py"]
+    assert (copy / "train.ipynb").read_bytes() == nb_project.read_bytes()
+    helper = (copy / "helpers.py").read_text()
+    assert "if RANK == 0:\n        torch.save(model.state_dict(), 'nb.pt')" in helper
+    assert "dist.barrier()" in helper and "if RANK == 0:\n        print('saved')" in helper
+    assert "ddp_model = DDP(" in (copy / "train_ddp.py").read_text()
+    out = result.stdout
+    assert "proj/train.ipynb:cell 2:3: data.sampler: DataLoader sharded" in out
+    assert "proj/helpers.py:5: checkpoint.rank0_save:" in out
+    assert out.rstrip().endswith("(train.ipynb, helpers.py), 9 changes, 1 warning"), out
+
+
+def test_a_notebook_project_in_place_check_diff_and_stdout(nb_project: Path) -> None:
+    folder = nb_project.parent
+    before = snapshot(folder)
+    assert run("convert", "proj/train.ipynb", "--check").exit_code == 1
+    diff = run("convert", "proj/train.ipynb", "--diff").stdout
+    assert "--- a/proj/train.ipynb (code cells)" in diff and "+++ b/proj/helpers.py" in diff
+    stderr = assert_error(run("convert", "proj/train.ipynb", "-o", "-"))
+    assert "a project converts to a folder" in stderr
+    assert snapshot(folder) == before
+    result = run("convert", "proj/train.ipynb", "--in-place")
+    assert result.exit_code == 0, result.output
+    assert nb_project.read_bytes() == before["train.ipynb"]  # never rewritten
+    assert (folder / "helpers.py.orig").read_text() == HELPER
+    assert "if RANK == 0:" in (folder / "helpers.py").read_text()
+    assert "ddp_model = DDP(" in (folder / "train_ddp.py").read_text()

@@ -19,6 +19,7 @@ PACKAGE = ROOT / "distrun"
 FIXTURES = ROOT / "tests" / "convert" / "fixtures"
 NOT_TRANSFORMS = {"detect": "the gates of pipeline.py (transforms/detect.py)",
                   "notebook": "a notebook's cells (convert/notebook.py)",
+                  "project": "a project's modules found together (convert/project.py)",
                   "verify": "checks of the converted text (convert/defined.py)"}
 REPORTERS = {"change": 1, "finding": 1, "Finding": 1, "Change": 1, "refuse": 1}
 # Records that carry ids to a shared reporter (targets/full_state.SaveWords): their fields.

@@ -43,6 +43,7 @@ from typing import Any
 
 import yaml
 
+from distrun.convert.request import detect_input
 from tests.projects.notebook import notebook_cells
 
 HERE = Path(__file__).resolve().parent
@@ -320,13 +321,17 @@ def convert_project(project: Project, tmp: Path) -> subprocess.CompletedProcess[
     project mode (`distrun convert ENTRY --in-place`: the entry and every local module it
     imports; a folder on the descriptor's `pythonpath`, where an installed package of the
     repository lives, is given as `--root`). A notebook: `distrun convert NAME.ipynb`,
-    which writes NAME_ddp.py beside it (the notebook itself is left as it is)."""
+    which writes NAME_ddp.py beside it (the notebook itself is left as it is); a notebook
+    importing modules of its folder is a project: converted `--in-place` like a script,
+    its modules rewritten, NAME_ddp.py written beside it."""
     root = _copy_upstream(project, tmp / "conv")
     env = _with_distrun(_env(project, root))
-    if project.is_notebook:
+    if project.is_notebook and detect_input(str(root / project.entry)) == "notebook":
         args = [sys.executable, "-m", "distrun", "convert", str(root / project.entry),
                 *map(str, project.spec.get("convert_args", []))]
         return _run(args, root, env)
+    # a script, or a notebook importing modules of its folder (project mode: its modules
+    # rewritten in place, NAME_ddp.py beside the notebook)
     roots = [arg for p in project.spec.get("pythonpath", []) for arg in ("--root", str(root / p))]
     args = [sys.executable, "-m", "distrun", "convert", str(root / project.entry),
             "--in-place", "--no-backup", *roots,

@@ -202,16 +202,22 @@ def share_code(n: Names) -> str:
 
 class {n.rank_share}(torch.utils.data.Sampler):
     """distrun: `sampler`'s order drawn alike on every rank (its generator seeded with the
-    epoch), each rank taking every WORLD_SIZE-th index, padded to equal shares."""
+    epoch), each rank taking every WORLD_SIZE-th index, padded to equal shares. The
+    original's draw is made too, from its own generator (torch's when it had none), so
+    the random numbers drawn after each pass (a model built later) are the original's."""
 
     def __init__(self, sampler, seed=0):
         self.sampler, self.seed, self.epoch = sampler, seed, 0
+        self.own = getattr(sampler, "generator", None)
 
     def set_epoch(self, epoch):
         self.epoch = epoch
 
     def __iter__(self):
         if hasattr(self.sampler, "generator"):
+            self.sampler.generator = self.own
+            for _ in self.sampler:  # the original's draw, left unused
+                pass
             self.sampler.generator = torch.Generator().manual_seed(self.seed + self.epoch)
         indices = list(self.sampler)
         self.epoch += 1  # the next pass draws another order, set_epoch or not

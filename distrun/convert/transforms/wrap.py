@@ -25,6 +25,7 @@ from distrun.convert.context import Context, WrapSite
 from distrun.convert.layers import sync_bn_lines
 from distrun.convert.models import Home, Model, home_of, is_moved
 from distrun.convert.object_flow import Place
+from distrun.convert.syntax import walk
 
 # Attributes that DistributedDataParallel answers itself, exactly as the module would.
 PASS_THROUGH = frozenset({
@@ -219,7 +220,13 @@ def _inner_block(stmt: cst.CSTNode) -> list[cst.BaseStatement]:
 
 def _binds(ctx: Context, stmt: cst.CSTNode, place: Place) -> bool:
     """Does `stmt` assign the place (`model = ...`, `self.model = ...`) anywhere in it, with
-    something that may be a model (not a placeholder such as `model = None`)?"""
+    something that may be a model (not a placeholder such as `model = None`), or take it
+    as its loop target (`for model, label in models:`: each model of a list trained in
+    turn gets its DDP object inside the loop, where it is bound)?"""
+    if isinstance(stmt, cst.For) and any(
+            isinstance(node, cst.Name) and ctx.flow.place_of(node) == place
+            for node in walk(stmt.target)):
+        return True
     return any(ctx.facts.inside(target, stmt) and not ctx.flow.placeholder(target)
                for target in ctx.flow.bindings(place))
 
