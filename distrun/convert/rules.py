@@ -193,6 +193,9 @@ _RULES: tuple[tuple[str, str], ...] = (
     ("checkpoint.rank0_save", "A checkpoint is saved by rank 0 only, then every rank "
      "waits for it."),
     ("checkpoint.map_location", "`torch.load` maps onto the rank's own device."),
+    ("checkpoint.cache_first", "A cache made when its file is missing (`if "
+     "os.path.exists(path): load, else: make and save`) is made by rank 0 first, the other "
+     "ranks waiting, then loading it: no rank reads a half-written file."),
     ("output.rank0", "Printing and logging on rank 0 only."),
     ("output.rank0_unguarded", "Output that cannot be taken out of its line stays on "
      "every rank."),

@@ -8,6 +8,10 @@ Rewrites:
   `save_model`: every rank writing the same files tears them)
   torch.save(model, path)  ->  torch.save(model.module, path)   (the wrapped model)
   torch.load(path)         ->  torch.load(path, map_location=DEVICE)
+  if os.path.exists(cache): load  else: make; torch.save(made, cache)
+                           ->  rank 0 runs the `if` first (making the cache), the others
+                               wait, then run it (finding the cache): a file read while
+                               rank 0 still writes it is torn
 
 `model.state_dict()` becomes `model.module.state_dict()` through the model transform,
 so saved keys carry no `module.` prefix, also inside checkpoint dicts. Won't: guard a
@@ -27,6 +31,7 @@ def plan_checkpoints(ctx: Context) -> None:
     facts, plan = ctx.facts, ctx.plan
     rank, dev = ctx.names.rank, ctx.names.device
     waits: set[cst.CSTNode] = set()  # statements a barrier already follows
+    caches: set[cst.CSTNode] = set()  # `if` statements rank 0 runs first
     for call in facts.calls:
         name = facts.call_name(call)
         if name == "torch.save" or _library_save(call, name):
@@ -43,14 +48,25 @@ def plan_checkpoints(ctx: Context) -> None:
                 plan.rewrite(stmt, lambda n: guard_rank0(n, rank))
                 barrier = ctx.target.barrier(ctx, at=call)
                 after = every_rank_reaches(facts, stmt)
+                cache = after in caches or (after not in waits and _cache_test(facts, after))
+                if after not in waits and cache:
+                    caches.add(after)
+                    waits.add(after)
+                    _rank0_first(ctx, after, barrier)
+                    plan.change(after, "checkpoint.cache_first",
+                                "rank 0 runs this `if` first (it finds no cache, makes it "
+                                "and saves it), the other ranks wait, then load the cache")
                 if after not in waits:
                     waits.add(after)
                     plan.insert_after(after, [statement(f"{barrier}\n")])
                 where = "" if after is stmt else (
+                    f", the ranks meeting around the `if` of line {facts.line(after)} (rank 0 "
+                    "runs it first)") if cache else (
                     f", after the `if` of line {facts.line(after)} (a point every rank "
                     "reaches, whichever branch it takes)")
-                plan.change(call, "checkpoint.rank0_save", "checkpoint saved by rank 0 only, then "
-                            f"`{barrier}`{where} so no rank reads it before it is written")
+                then = "" if cache else f", then `{barrier}`"
+                plan.change(call, "checkpoint.rank0_save", f"checkpoint saved by rank 0 only{then}"
+                            f"{where} so no rank reads it before it is written")
             else:
                 plan.finding(call, "checkpoint.rank0_save",
                              f"`{_shown(call, name)}` not alone on its line: every "
@@ -66,6 +82,46 @@ def plan_checkpoints(ctx: Context) -> None:
 
 
 TRANSFORM = Transform("checkpoint", plan_checkpoints)
+
+EXISTS = frozenset({"os.path.exists", "os.path.isfile", "os.path.isdir", "exists",
+                    "isfile"})
+
+
+def _cache_test(facts: Facts, node: cst.CSTNode) -> bool:
+    """`node` is an `if` whose test asks whether a file exists (`os.path.exists(path)`,
+    `Path(p).exists()`, `not ...`): a cache made when missing, loaded when there."""
+    if not isinstance(node, cst.If):
+        return False
+    found: list[bool] = []
+
+    class Visit(cst.CSTVisitor):
+        def visit_Call(self, call: cst.Call) -> None:
+            name = facts.call_name(call) or ""
+            attr = call.func.attr.value if isinstance(call.func, cst.Attribute) else ""
+            if name in EXISTS or attr in ("exists", "is_file", "isfile"):
+                found.append(True)
+
+    node.test.visit(Visit())
+    return bool(found)
+
+
+def _rank0_first(ctx: Context, node: cst.CSTNode, barrier: str) -> None:
+    """Rank 0 runs `node` first; the others wait, then run it."""
+    first = ctx.target.main_process_first(ctx)
+    if first is not None:
+        def inside(old: cst.CSTNode) -> cst.CSTNode:
+            assert isinstance(old, cst.If)
+            body = cst.IndentedBlock(body=[old.with_changes(leading_lines=[])])
+            return cst.With(items=[cst.WithItem(expression(first))], body=body,
+                            leading_lines=old.leading_lines)
+
+        ctx.plan.rewrite(node, inside)
+        return
+    rank = ctx.names.rank
+    ctx.plan.insert_before(node, [statement(
+        f"if {rank} != 0:\n    {barrier}  # rank 0 makes the cache first\n")], lead=True)
+    ctx.plan.insert_after(node, [statement(f"if {rank} == 0:\n    {barrier}\n")])
+
 
 LIBRARY_SAVES = frozenset({"torch.jit.save", "safetensors.torch.save_file",
                            "safetensors.torch.save_model"})

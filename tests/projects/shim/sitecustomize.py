@@ -39,6 +39,7 @@ DISTRUN_SHIM_LOOPBACK_ONLY=1
                             cluster address fails fast instead of dialling out.
 DISTRUN_SHIM_OLD_APIS=1     the APIs old tutorials call: DataLoader iterators' `.next()`
                             (torch < 1.13), `torch._utils._accumulate` (torch < 2.1),
+                            `torch.load` unpickling any object (weights_only=False, < 2.6),
                             `np.Inf` / `np.NaN` / `np.float_` (NumPy 1.x).
 DISTRUN_SHIM_SEED_BY_RANK=1 seeds as a real multi-process run of an unseeded script does:
                             rank 0 (and the original run) with 0 as usual, rank r > 0 with

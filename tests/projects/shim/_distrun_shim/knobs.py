@@ -243,6 +243,18 @@ def old_torch_iterators(torch):
 
     if not hasattr(torch._utils, "_accumulate"):
         torch._utils._accumulate = itertools.accumulate
+    # torch.load unpickled any object until torch 2.6 (weights_only=False): code of the
+    # time caches its own classes with torch.save and loads them back
+    import functools
+
+    load = torch.load
+
+    @functools.wraps(load)
+    def load_as_before_2_6(*args, **kwargs):
+        kwargs.setdefault("weights_only", False)
+        return load(*args, **kwargs)
+
+    torch.load = load_as_before_2_6
 
 
 def old_numpy_names(numpy):
