@@ -197,6 +197,8 @@ _RULES: tuple[tuple[str, str], ...] = (
      "os.path.exists(path): load, else: make and save`) is made by rank 0 first, the other "
      "ranks waiting, then loading it: no rank reads a half-written file."),
     ("output.rank0", "Printing and logging on rank 0 only."),
+    ("output.print_value", "`print` handed on as a value (`trace_func=print`) prints on "
+     "rank 0 only."),
     ("output.rank0_unguarded", "Output that cannot be taken out of its line stays on "
      "every rank."),
     ("output.rank0_file", "A file written by every rank is written by rank 0 only."),

@@ -3,6 +3,8 @@
 Rewrites:
   print(...) / logging.info(...) / logger.warning(...)   ->  if RANK == 0: <the same line>
   sys.stdout.write(...) (a hand-made progress bar)        ->  if RANK == 0: <the same line>
+  print handed on as a value (`trace_func=print`, `log = print`)
+                       ->  (print if RANK == 0 else (lambda *args, **kwargs: None))
   tqdm(iterable, ...)                                     ->  tqdm(iterable, ..., disable=RANK != 0)
   tqdm.write(...) / bar.write(...)                        ->  if RANK == 0: <the same line>
   writer = SummaryWriter(...) (a tracker's run too)       ->  ... if RANK == 0 else Rank0Only()
@@ -92,9 +94,33 @@ def plan_output(ctx: Context) -> None:
             _wandb_disabled_elsewhere(ctx, call)
         elif name in other_ranks.OBJECTS:
             other_ranks.plan_object(ctx, call, name, _guard)
+    _print_as_value(ctx)
 
 
 TRANSFORM = Transform("output", plan_output)
+
+
+def _print_as_value(ctx: Context) -> None:
+    """`print` handed on as a value (a default argument `trace_func=print`, `log = print`,
+    a callback): whoever calls it later prints on every rank. On the other ranks it is a
+    function that prints nothing."""
+    facts, rank = ctx.facts, ctx.names.rank
+    if "print" in facts.bound_names:
+        return  # a `print` of the script's own
+    for node in facts.names:
+        if node.value != "print":
+            continue
+        parent = facts.parent.get(node)
+        if isinstance(parent, cst.Call) and parent.func is node:
+            continue  # a call: the guards above
+        if isinstance(parent, (cst.Attribute, cst.AssignTarget, cst.ImportAlias)) or (
+                isinstance(parent, cst.Param) and parent.name is node):
+            continue
+        plan_code = f"(print if {rank} == 0 else (lambda *args, **kwargs: None))"
+        ctx.plan.rewrite(node, lambda _n: expression(plan_code))
+        ctx.plan.change(node, "output.print_value",
+                        "`print` handed on as a value: it prints on rank 0 only (a function "
+                        "that prints nothing on the other ranks)")
 
 
 def _before_main_guard(ctx: Context, node: cst.CSTNode) -> bool:

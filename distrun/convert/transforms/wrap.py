@@ -193,12 +193,14 @@ def _walk(ctx: Context, block: list[cst.BaseStatement], place: Place,
         reaches = _reaches(facts, ctx, stmt, sites, reaching)
         reached = reached or reaches
         if binds:
+            inner = list(_inner_block(stmt)) if reaches else []
+            if reaches and not inner and not valid:
+                # `model, losses = train(model)`: trained by the value, then rebound
+                anchors.append((stmt, False))
             valid, last_bind = False, stmt
-            if reaches:  # set and trained in one compound statement: make it inside
-                inner = list(_inner_block(stmt))
-                if inner:
-                    anchors += _walk(ctx, inner, place, sites, reaching)
-                    valid = True
+            if inner:  # set and trained in one compound statement: make it inside
+                anchors += _walk(ctx, inner, place, sites, reaching)
+                valid = True
             continue
         if reaches and not valid:
             anchors.append((stmt, False))
@@ -302,10 +304,20 @@ def unwrap_param_uses(ctx: Context, model: Model, home: Home) -> None:
                 plan.change(parent, "model.unwrap", f"`{home.name}.{parent.attr.value}` -> "
                             f"`{target.unwrap(ctx, home.name)}.{parent.attr.value}` (it "
                             "holds the DDP object here)")
-        elif isinstance(parent, (cst.Arg, cst.Return)) and not _hands_ddp_on(ctx, parent):
+        elif (isinstance(parent, (cst.Arg, cst.Return)) or _returned_in(facts, parent)) \
+                and not _hands_ddp_on(ctx, parent):
             plan.rewrite(node, lambda n: expression(target.unwrap(ctx, code_of(n))))
             plan.change(node, "model.unwrap", f"`{home.name}` -> `{target.unwrap(ctx, home.name)}` "
                         "where it is handed on (it holds the DDP object here)")
+
+
+def _returned_in(facts: Facts, node: cst.CSTNode | None) -> bool:
+    """`node` is an element of a tuple or list returned as is (`return model, losses`)."""
+    if not isinstance(node, cst.Element):
+        return False
+    holder = facts.parent.get(node)
+    return isinstance(holder, (cst.Tuple, cst.List)) and isinstance(
+        facts.parent.get(holder), cst.Return)
 
 
 def _hands_ddp_on(ctx: Context, node: cst.CSTNode) -> bool:
