@@ -2,7 +2,8 @@
 
 A DataLoader is a training loader when it is iterated by a loop that calls
 `.backward()` or `optimizer.step()` (followed through function parameters,
-`self.` attributes and helper functions that return loaders), or, failing that,
+`self.` attributes and helper functions that return loaders), or drawn from with
+`next(it)` where the batch goes into a backward pass (`draws.py`), or, failing that,
 when its name says so (`train_loader`), or when it is the script's only loader.
 It gets `sampler=DistributedSampler(dataset, shuffle=<the loader's old shuffle>)`
 and loses `shuffle`, whether that was a keyword, the third positional argument,
@@ -23,6 +24,7 @@ import libcst as cst
 from distrun.convert.analysis import Facts, dotted, keyword, positional
 from distrun.convert.build import Rewrite, code_of, expression, keyword_arg, statement, with_commas
 from distrun.convert.context import Context, EvalLoader, Transform
+from distrun.convert.draws import drawn_for_training
 from distrun.convert.idioms import (
     DATALOADER,
     ITERABLE_DATASET,
@@ -56,11 +58,18 @@ def plan_data(ctx: Context) -> None:
     train_names: set[str] = set()
     for tl in loops:
         train_names |= origin_names(facts, tl.loader, facts.scope(tl.loop), 0)
+    drawn: set[str] = set()
+    for loader, scope in drawn_for_training(facts, ctx.flow):  # `next(self.it)` in a step
+        drawn |= origin_names(facts, loader, scope, 0)
+    looped = set(train_names)
+    train_names |= drawn
     sharded: set[str] = set()
     mixed: set[str] = set()
     for call in loaders:
         names = _construction_names(facts, call)
         kind, why = _classify(names, train_names, len(loaders))
+        if names & drawn and not names & looped:
+            why = "its batches, drawn with `next()`, go into training"
         if kind == "train" and _builds_both(facts, call, names, train_names):
             mixed |= names
             plan.finding(call, "data.mixed_helper",
