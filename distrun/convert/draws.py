@@ -28,11 +28,11 @@ from distrun.convert.object_flow import Flow
 _DEPTH = 3
 
 
-def drawn_for_training(facts: Facts, flow: Flow) -> list[tuple[str, cst.CSTNode]]:
-    """(loader code, the scope it is written in) for each loader whose `iter()` is kept
+def drawn_for_training(facts: Facts, flow: Flow) -> list[cst.BaseExpression]:
+    """The loader (`self.loader` in `iter(self.loader)`) of each `iter()` that is kept
     and drawn from with `next()` where the draw feeds training."""
     iterators = _kept_iterators(facts)
-    found: list[tuple[str, cst.CSTNode]] = []
+    found: list[cst.BaseExpression] = []
     for call in facts.calls:
         if facts.call_name(call) != "next" or not positional(call):
             continue
@@ -45,23 +45,23 @@ def drawn_for_training(facts: Facts, flow: Flow) -> list[tuple[str, cst.CSTNode]
     return found
 
 
-def _kept_iterators(facts: Facts) -> dict[tuple[int, str], list[tuple[str, cst.CSTNode]]]:
+def _kept_iterators(facts: Facts) -> dict[tuple[int, str], list[cst.BaseExpression]]:
     """`it = iter(loader)` / `self.it = iter(self.loader)`: the iterator's key -> the
-    loaders it is made from, each with the scope its code is written in."""
-    found: dict[tuple[int, str], list[tuple[str, cst.CSTNode]]] = {}
+    loaders it is made from."""
+    found: dict[tuple[int, str], list[cst.BaseExpression]] = {}
     for assign in facts.assigns:
         value = assign.value
         if not (isinstance(value, cst.Call) and facts.call_name(value) == "iter"
                 and len(value.args) == 1):
             continue
-        loader = dotted(unwrap_iter(facts, value.args[0].value))
+        loader = unwrap_iter(facts, value.args[0].value)
         targets = [t.target for t in assign.targets] if isinstance(assign, cst.Assign) \
             else [assign.target]
         for target in targets:
             code = dotted(target)
             key = _key(facts, code, target) if code is not None else None
-            if key is not None and loader is not None:
-                found.setdefault(key, []).append((loader, facts.scope(assign)))
+            if key is not None and dotted(loader) is not None:
+                found.setdefault(key, []).append(loader)
     return found
 
 

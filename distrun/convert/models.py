@@ -132,19 +132,36 @@ def _parameter_receivers(facts: Facts, call: cst.Call) -> list[cst.BaseExpressio
     """What `.parameters()` is called on in the optimizer's arguments, also through what
     the names there are built from in the same function (`_sources`: `params =
     filter(..., model.parameters())`, minGPT's `param_dict = {pn: p for pn, p in
-    self.named_parameters()}` then `optim_groups`, a list filled in a loop)."""
-    found = _receivers_in(facts, call)
-    scope = facts.scope(call)
-    names = _names_in(call)
+    self.named_parameters()}` then `optim_groups`, a list filled in a loop), and through
+    what a function of the project returns (`SGD(trainable(model))`)."""
+    return _receivers_from(facts, call, facts.scope(call), 0)
+
+
+def _receivers_from(facts: Facts, node: cst.CSTNode, scope: cst.CSTNode, depth: int
+                    ) -> list[cst.BaseExpression]:
+    found = _receivers_in(facts, node)
+    names = _names_in(node)
     seen: set[str] = set()
+    visited = [node]
     for _ in range(4):
         if found or not names - seen:
             break
         new = names - seen
         seen |= names
         for source in _sources(facts, scope, new):
+            visited.append(source)
             found += _receivers_in(facts, source)
             names = names | _names_in(source)
+    if found or depth >= 2:
+        return found
+    for part in visited:  # `params = trainable(model)`: what the helper returns
+        for inner in facts.calls_in(part):
+            callee = facts.callee(inner)
+            if callee is None or callee[0] is scope:
+                continue
+            for ret in facts.returns:
+                if ret.value is not None and facts.function(ret) is callee[0]:
+                    found += _receivers_from(facts, ret.value, callee[0], depth + 1)
     return found
 
 

@@ -22,7 +22,12 @@ import libcst as cst
 
 from distrun.convert.analysis import Facts, dotted, positional
 from distrun.convert.idioms import DATA_PARALLEL, method_name
-from distrun.convert.keywords import keyword_read, keywords_passed, spread_onto_self
+from distrun.convert.keywords import (
+    keyword_read,
+    keywords_passed,
+    spread_onto_self,
+    star_kwargs,
+)
 
 RETURN = "<return>"
 _CONSTANTS = frozenset({"None", "True", "False", "NotImplemented", "Ellipsis"})
@@ -210,6 +215,7 @@ class Flow:
             for i, arg in enumerate(positional(call)):
                 if i < len(params):
                     self._join(Place(func, params[i]), self._value_place(arg.value))
+            self._forward_kwargs(call, func, is_method)
             spread = spread_onto_self(facts, func)
             cls = facts.enclosing_class(func)
             for key, value in keywords_passed(facts, call):
@@ -232,6 +238,18 @@ class Flow:
                     self._join(Place(home, f"{RETURN}.{i}"), self._value_place(element.value))
             else:
                 self._join(Place(home, RETURN), self._value_place(ret.value))
+
+    def _forward_kwargs(self, call: cst.Call, func: cst.FunctionDef, is_method: bool) -> None:
+        """`super().__init__(**kwargs)` in a function given `**kwargs`: each parameter of
+        the callee is what the caller of the outer function passed by that keyword."""
+        outer = self.facts.function(call)
+        star = star_kwargs(outer)
+        if outer is None or star is None or not any(
+                a.star == "**" and dotted(a.value) == star for a in call.args):
+            return
+        for param in [*self.facts.params(func, is_method),
+                      *(p.name.value for p in func.params.kwonly_params)]:
+            self._join(Place(func, param), Place(outer, param))
 
     def _join_assignment(self, target: cst.BaseExpression, value: cst.BaseExpression) -> None:
         if isinstance(target, (cst.Tuple, cst.List)):

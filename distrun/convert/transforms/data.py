@@ -33,6 +33,7 @@ from distrun.convert.idioms import (
     trains,
     unwrap_iter,
 )
+from distrun.convert.object_flow import Place
 from distrun.convert.transforms.batches import share_hand_made
 from distrun.convert.transforms.epochs import place_set_epoch, set_epoch_on_new_iterators
 from distrun.convert.transforms.rebuild import (
@@ -59,10 +60,19 @@ def plan_data(ctx: Context) -> None:
     for tl in loops:
         train_names |= origin_names(facts, tl.loader, facts.scope(tl.loop), 0)
     drawn: set[str] = set()
-    for loader, scope in drawn_for_training(facts, ctx.flow):  # `next(self.it)` in a step
-        drawn |= origin_names(facts, loader, scope, 0)
+    drawn_loaders = drawn_for_training(facts, ctx.flow)  # `next(self.it)` in a step loop
+    for loader in drawn_loaders:
+        code = dotted(loader)
+        assert code is not None
+        drawn |= origin_names(facts, code, facts.scope(loader), 0)
     looped = set(train_names)
     train_names |= drawn
+    fed: dict[Place, set[str]] = {}  # the objects training reads -> the names it reads
+    for read in [unwrap_iter(facts, tl.loop.iter) for tl in loops] + drawn_loaders:
+        place, code = ctx.flow.place_of(read), dotted(read)
+        if place is not None and code is not None:
+            fed.setdefault(ctx.flow.root(place), set()).update(
+                origin_names(facts, code, facts.scope(read), 0))
     sharded: set[str] = set()
     mixed: set[str] = set()
     for call in loaders:
@@ -70,6 +80,9 @@ def plan_data(ctx: Context) -> None:
         kind, why = _classify(names, train_names, len(loaders))
         if names & drawn and not names & looped:
             why = "its batches, drawn with `next()`, go into training"
+        reached = _reached(ctx, call, fed) if kind == "unknown" else set()
+        if reached:  # the names it is read by there, for set_epoch
+            kind, why, names = "train", "it reaches the training loop", names | reached
         if kind == "train" and _builds_both(facts, call, names, train_names):
             mixed |= names
             plan.finding(call, "data.mixed_helper",
@@ -146,6 +159,16 @@ def _construction_names(facts: Facts, call: cst.Call) -> set[str]:
                 if isinstance(element.value, cst.Name) and element.value.value in names:
                     names |= _caller_names(facts, func, i)
     return names
+
+
+def _reached(ctx: Context, call: cst.CSTNode, fed: dict[Place, set[str]]) -> set[str]:
+    """The names training reads the loader built at `call` (`dl = DataLoader(...)`) by,
+    however it got there (keywords, `**kwargs`, attributes: `object_flow`)."""
+    assign = ctx.facts.parent.get(call)
+    if not isinstance(assign, cst.Assign) or assign.value is not call:
+        return set()
+    return {name for t in assign.targets if (place := ctx.flow.place_of(t.target)) is not None
+            for name in fed.get(ctx.flow.root(place), set())}
 
 
 def _caller_names(facts: Facts, func: cst.FunctionDef, index: int | None) -> set[str]:
