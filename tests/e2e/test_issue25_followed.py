@@ -1,11 +1,12 @@
 """Issue 25, class 11, end to end: a script whose model, optimizer and batches reach the
 training loop only in ways the analysis used to lose: a Trainer given them by keyword
-and reading them out of `**kwargs`; an optimizer given parameter groups filled in a
-loop over `named_parameters()` (a frozen bias left out); a helper class that keeps an
-`iter()` of a loader whose name says nothing and makes a new one on StopIteration. Before,
-convert exited 4 ("no model found"). The original on 1 process (batch 32: the whole
-training set, so every step is a new pass) against the conversion on 2 processes (16 per
-rank), under `--check`: same weights to 1e-5, same printed evaluation."""
+and reading them out of `**kwargs`; an optimizer given the parameter groups a function
+returns, filled in a loop over `named_parameters()` (a frozen bias left out); a helper
+class that keeps an `iter()` of a loader whose name says nothing and makes a new one on
+StopIteration. Before, convert exited 4 ("no model found"). The original on 1 process
+(batch 32: the whole training set, so every step is a new pass) against the conversion
+on 2 processes (16 per rank), under `--check`: same weights to 1e-5, same printed
+evaluation."""
 
 from __future__ import annotations
 
@@ -58,6 +59,19 @@ SCRIPT = textwrap.dedent('''\
                 self.optimizer.step()
 
 
+    def parameter_groups(model):
+        decay, no_decay = [], []
+        for name, param in model.named_parameters():
+            if not param.requires_grad:
+                continue
+            if name.endswith("bias"):
+                no_decay.append(param)
+            else:
+                decay.append(param)
+        return [{"params": decay, "weight_decay": 1e-3},
+                {"params": no_decay, "weight_decay": 0.0}]
+
+
     def main():
         gen = torch.Generator().manual_seed(1)
         train = TensorDataset(torch.randn(32, 4, generator=gen), torch.randn(32, 1, generator=gen))
@@ -65,17 +79,7 @@ SCRIPT = textwrap.dedent('''\
         torch.manual_seed(0)
         net = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 1))
         net[0].bias.requires_grad_(False)
-        decay, no_decay = [], []
-        for name, param in net.named_parameters():
-            if not param.requires_grad:
-                continue
-            if name.endswith("bias"):
-                no_decay.append(param)
-            else:
-                decay.append(param)
-        groups = [{"params": decay, "weight_decay": 1e-3},
-                  {"params": no_decay, "weight_decay": 0.0}]
-        opt = torch.optim.SGD(groups, lr=0.1, momentum=0.9)
+        opt = torch.optim.SGD(parameter_groups(net), lr=0.1, momentum=0.9)
         feeder = Feeder(train, int(os.environ["BATCH_SIZE"]))
         Trainer(6, model=net, optimizer=opt, feeder=feeder).fit()
         eval_loader = DataLoader(test, batch_size=8)
