@@ -1,7 +1,8 @@
 """Objects passed by keyword into `**kwargs`: what a function reads as
 `kwargs["model"]` (or `.get`, `.pop`) is what its callers pass as `model=net`, also
-through `**{"model": net}`, `**dict(model=net)` or a name bound to one of those; and a
-function that copies its keywords onto its instance (`self.__dict__.update(kwargs)`,
+through `**{"model": net}`, `**dict(model=net)` or a name bound to one of those, and
+through `super().__init__(**kwargs)`; and a function that copies its keywords onto its
+instance (`self.__dict__.update(kwargs)`,
 `for k, v in kwargs.items(): setattr(self, k, v)`) gives `self.model` the caller's `net`.
 """
 
@@ -58,7 +59,8 @@ def _dict_items(facts: Facts, value: cst.BaseExpression, near: cst.CSTNode
         bound = [a for a in facts.assigns if isinstance(a, cst.Assign)
                  and facts.scope(a) is facts.scope(near)
                  and any(dotted(t.target) == value.value for t in a.targets)]
-        return _dict_items(facts, bound[0].value, near) if len(bound) == 1 else []
+        return _dict_items(facts, bound[0].value, near) if len(bound) == 1 \
+            and not isinstance(bound[0].value, cst.Name) else []
     if isinstance(value, cst.Dict):
         return [(key, e.value) for e in value.elements if isinstance(e, cst.DictElement)
                 and (key := string_value(e.key)) is not None and key.isidentifier()]
@@ -84,3 +86,13 @@ def spread_onto_self(facts: Facts, func: cst.FunctionDef) -> cst.Call | None:
                 for loop in facts.enclosing_loops(call)):
             return call
     return None
+
+
+def forwarded(facts: Facts, call: cst.Call, func: cst.FunctionDef, is_method: bool
+              ) -> list[str]:
+    """`super().__init__(**kwargs)` (a call of `func`) in a function given `**kwargs`:
+    the parameters of `func` that the outer function's callers fill by keyword."""
+    star = star_kwargs(facts.function(call))
+    if star is None or not any(a.star == "**" and dotted(a.value) == star for a in call.args):
+        return []
+    return [*facts.params(func, is_method), *(p.name.value for p in func.params.kwonly_params)]

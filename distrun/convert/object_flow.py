@@ -7,6 +7,7 @@ binds it, or an attribute of the instances of a class (`self.model` in any metho
 
   x = y, x = y.to(dev), x = y.cuda(), x = nn.DataParallel(y)     (the same object)
   f(y) / Trainer(y) / obj.method(y) / super().__init__(y)         (argument -> parameter)
+  Trainer(model=y) ... kwargs["model"], self.__dict__.update(kwargs)   (keywords.py)
   return y  ...  x = f()   and   return a, b  ...  x, z = f()     (through returns)
   t = Trainer(...) ... t.model                                    (an instance's attribute)
 
@@ -23,10 +24,10 @@ import libcst as cst
 from distrun.convert.analysis import Facts, dotted, positional
 from distrun.convert.idioms import DATA_PARALLEL, method_name
 from distrun.convert.keywords import (
+    forwarded,
     keyword_read,
     keywords_passed,
     spread_onto_self,
-    star_kwargs,
 )
 
 RETURN = "<return>"
@@ -60,6 +61,7 @@ class Flow:
         self._members: dict[Place, set[Place]] | None = None
         self._bindings: dict[Place, list[cst.BaseExpression]] = {}
         self._sites: dict[int, list[tuple[cst.Call, bool]]] | None = None
+        self._spreads: dict[int, cst.Call | None] = {}  # keywords.spread_onto_self
         for _ in range(_ROUNDS):
             before = len(self._up)
             self._join_all()
@@ -215,8 +217,13 @@ class Flow:
             for i, arg in enumerate(positional(call)):
                 if i < len(params):
                     self._join(Place(func, params[i]), self._value_place(arg.value))
-            self._forward_kwargs(call, func, is_method)
-            spread = spread_onto_self(facts, func)
+            outer = facts.function(call)  # `super().__init__(**kwargs)`
+            for param in forwarded(facts, call, func, is_method):
+                assert outer is not None
+                self._join(Place(func, param), Place(outer, param))
+            if id(func) not in self._spreads:
+                self._spreads[id(func)] = spread_onto_self(facts, func)
+            spread = self._spreads[id(func)]
             cls = facts.enclosing_class(func)
             for key, value in keywords_passed(facts, call):
                 self._join(Place(func, key), self._value_place(value))
@@ -238,18 +245,6 @@ class Flow:
                     self._join(Place(home, f"{RETURN}.{i}"), self._value_place(element.value))
             else:
                 self._join(Place(home, RETURN), self._value_place(ret.value))
-
-    def _forward_kwargs(self, call: cst.Call, func: cst.FunctionDef, is_method: bool) -> None:
-        """`super().__init__(**kwargs)` in a function given `**kwargs`: each parameter of
-        the callee is what the caller of the outer function passed by that keyword."""
-        outer = self.facts.function(call)
-        star = star_kwargs(outer)
-        if outer is None or star is None or not any(
-                a.star == "**" and dotted(a.value) == star for a in call.args):
-            return
-        for param in [*self.facts.params(func, is_method),
-                      *(p.name.value for p in func.params.kwonly_params)]:
-            self._join(Place(func, param), Place(outer, param))
 
     def _join_assignment(self, target: cst.BaseExpression, value: cst.BaseExpression) -> None:
         if isinstance(target, (cst.Tuple, cst.List)):
