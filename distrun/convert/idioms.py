@@ -12,6 +12,12 @@ from dataclasses import dataclass
 import libcst as cst
 
 from distrun.convert.analysis import Facts, dotted, positional
+from distrun.convert.keywords import (
+    keyword_read,
+    keywords_passed,
+    spread_onto_self,
+    star_kwargs,
+)
 
 DATALOADER = frozenset({"torch.utils.data.DataLoader", "torch.utils.data.dataloader.DataLoader"})
 ITERABLE_DATASET = frozenset({"torch.utils.data.IterableDataset",
@@ -173,13 +179,19 @@ def origin_names(facts: Facts, code: str, scope: cst.CSTNode, depth: int = 0) ->
             if facts.enclosing_class(attr) is not cls:
                 continue
             assign = facts.parent.get(parent)
-            value = dotted(assign.value) if isinstance(assign, cst.Assign) else None
+            value = (dotted(assign.value) or keyword_read(facts, assign.value)) \
+                if isinstance(assign, cst.Assign) else None
             method = facts.function(attr)
             if value is not None and method is not None:
                 names |= origin_names(facts, value, method, depth + 1)
-    elif isinstance(scope, cst.FunctionDef) and code in facts.params(scope, False):
+        for stmt in cls.body.body:  # `self.__dict__.update(kwargs)`: a keyword of the call
+            if isinstance(stmt, cst.FunctionDef) and spread_onto_self(facts, stmt) is not None:
+                names |= origin_names(facts, code.removeprefix("self."), stmt, depth + 1)
+    elif isinstance(scope, cst.FunctionDef) and (code in facts.params(scope, False) or (
+            star_kwargs(scope) is not None and "." not in code)):  # a keyword **kwargs takes
         for site, is_method in facts.call_sites(scope):
-            arg = facts.argument_for(site, scope, is_method, code)
+            arg = facts.argument_for(site, scope, is_method, code) or next(
+                (v for k, v in keywords_passed(facts, site) if k == code), None)
             arg_code = dotted(arg) if arg is not None else None
             if arg_code is not None:
                 names |= origin_names(facts, arg_code, facts.scope(site), depth + 1)

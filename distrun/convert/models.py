@@ -37,6 +37,8 @@ _NO_GRAD = frozenset({"torch.no_grad", "torch.inference_mode", "torch.autograd.n
                       "torch.autograd.grad_mode.no_grad",
                       "torch.autograd.grad_mode.inference_mode"})
 _PARAMETERS = ("parameters", "named_parameters")
+# Methods that put parameters into a list (or set, dict) the optimizer is given.
+_FILLS = frozenset({"append", "extend", "insert", "add", "update"})
 
 
 @dataclass(frozen=True)
@@ -127,23 +129,66 @@ def _builds_optimizer(facts: Facts, call: cst.Call) -> bool:
 
 
 def _parameter_receivers(facts: Facts, call: cst.Call) -> list[cst.BaseExpression]:
-    """What `.parameters()` is called on in the optimizer's arguments, also through names
-    assigned in the same function (`params = filter(..., model.parameters())`, minGPT's
-    `param_dict = {pn: p for pn, p in self.named_parameters()}` then `optim_groups`)."""
-    found = _receivers_in(facts, call)
-    scope = facts.scope(call)
-    names = _names_in(call)
+    """What `.parameters()` is called on in the optimizer's arguments, also through what
+    the names there are built from in the same function (`_sources`: `params =
+    filter(..., model.parameters())`, minGPT's `param_dict = {pn: p for pn, p in
+    self.named_parameters()}` then `optim_groups`, a list filled in a loop), and through
+    what a function of the project returns (`SGD(trainable(model))`)."""
+    return _receivers_from(facts, call, facts.scope(call), 0)
+
+
+def _receivers_from(facts: Facts, node: cst.CSTNode, scope: cst.CSTNode, depth: int
+                    ) -> list[cst.BaseExpression]:
+    found = _receivers_in(facts, node)
+    names = _names_in(node)
     seen: set[str] = set()
-    for _ in range(3):
+    visited = [node]
+    for _ in range(4):
         if found or not names - seen:
             break
+        new = names - seen
         seen |= names
-        for assign in facts.assigns:
-            if not isinstance(assign, cst.Assign) or facts.scope(assign) is not scope or not any(
-                    dotted(t.target) in names for t in assign.targets):
+        for source in _sources(facts, scope, new):
+            visited.append(source)
+            found += _receivers_in(facts, source)
+            names = names | _names_in(source)
+    if found or depth >= 2:
+        return found
+    for part in visited:  # `params = trainable(model)`: what the helper returns
+        for inner in facts.calls_in(part):
+            callee = facts.callee(inner)
+            if callee is None or callee[0] is scope:
                 continue
-            found += _receivers_in(facts, assign.value)
-            names = names | _names_in(assign.value)
+            for ret in facts.returns:
+                if ret.value is not None and facts.function(ret) is callee[0]:
+                    found += _receivers_from(facts, ret.value, callee[0], depth + 1)
+    return found
+
+
+def _sources(facts: Facts, scope: cst.CSTNode, names: set[str]) -> list[cst.CSTNode]:
+    """What the names in `names` are built from in `scope`: the values assigned to them
+    (`=`, `+=`), what is put into them (`params.append(p)`, `.extend(...)`,
+    `.insert(i, p)`, `groups.append({"params": decay})`), and for a loop variable what
+    the loop goes over (`for name, p in model.named_parameters():`)."""
+    found: list[cst.CSTNode] = []
+    for assign in facts.assigns:
+        if isinstance(assign, cst.Assign) and facts.scope(assign) is scope and any(
+                dotted(t.target) in names for t in assign.targets):
+            found.append(assign.value)
+    for name in facts.names:
+        parent = facts.parent.get(name)
+        if name.value not in names or facts.scope(name) is not scope:
+            continue
+        if isinstance(parent, cst.AugAssign) and parent.target is name:
+            found.append(parent.value)
+        elif isinstance(parent, cst.Attribute) and parent.value is name \
+                and parent.attr.value in _FILLS:
+            call = facts.parent.get(parent)
+            if isinstance(call, cst.Call) and call.func is parent:
+                found += [arg.value for arg in call.args]
+    for loop in facts.for_loops:
+        if facts.scope(loop) is scope and _names_in(loop.target) & names:
+            found.append(loop.iter)
     return found
 
 

@@ -7,6 +7,7 @@ binds it, or an attribute of the instances of a class (`self.model` in any metho
 
   x = y, x = y.to(dev), x = y.cuda(), x = nn.DataParallel(y)     (the same object)
   f(y) / Trainer(y) / obj.method(y) / super().__init__(y)         (argument -> parameter)
+  Trainer(model=y) ... kwargs["model"], self.__dict__.update(kwargs)   (keywords.py)
   return y  ...  x = f()   and   return a, b  ...  x, z = f()     (through returns)
   t = Trainer(...) ... t.model                                    (an instance's attribute)
 
@@ -22,6 +23,12 @@ import libcst as cst
 
 from distrun.convert.analysis import Facts, dotted, positional
 from distrun.convert.idioms import DATA_PARALLEL, method_name
+from distrun.convert.keywords import (
+    forwarded,
+    keyword_read,
+    keywords_passed,
+    spread_onto_self,
+)
 
 RETURN = "<return>"
 _CONSTANTS = frozenset({"None", "True", "False", "NotImplemented", "Ellipsis"})
@@ -54,6 +61,7 @@ class Flow:
         self._members: dict[Place, set[Place]] | None = None
         self._bindings: dict[Place, list[cst.BaseExpression]] = {}
         self._sites: dict[int, list[tuple[cst.Call, bool]]] | None = None
+        self._spreads: dict[int, cst.Call | None] = {}  # keywords.spread_onto_self
         for _ in range(_ROUNDS):
             before = len(self._up)
             self._join_all()
@@ -100,7 +108,8 @@ class Flow:
         return {*self._up, *self._up.values()}
 
     def bindings(self, place: Place) -> list[cst.BaseExpression]:
-        """The assignment targets that set exactly this place."""
+        """The assignment targets that set exactly this place (or the call that copies
+        a method's `**kwargs` onto `self`: see `keywords.spread_onto_self`)."""
         return self._bindings.get(place, [])
 
     def placeholder(self, target: cst.BaseExpression) -> bool:
@@ -208,9 +217,21 @@ class Flow:
             for i, arg in enumerate(positional(call)):
                 if i < len(params):
                     self._join(Place(func, params[i]), self._value_place(arg.value))
-            for arg in call.args:
-                if arg.keyword is not None:
-                    self._join(Place(func, arg.keyword.value), self._value_place(arg.value))
+            outer = facts.function(call)  # `super().__init__(**kwargs)`
+            for param in forwarded(facts, call, func, is_method):
+                assert outer is not None
+                self._join(Place(func, param), Place(outer, param))
+            if id(func) not in self._spreads:
+                self._spreads[id(func)] = spread_onto_self(facts, func)
+            spread = self._spreads[id(func)]
+            cls = facts.enclosing_class(func)
+            for key, value in keywords_passed(facts, call):
+                self._join(Place(func, key), self._value_place(value))
+                if spread is not None and cls is not None:  # `self.__dict__.update(kwargs)`
+                    attr = Place(self.family(cls), f"self.{key}")
+                    self._join(attr, self._value_place(value))
+                    if spread not in self._bindings.setdefault(attr, []):
+                        self._bindings[attr].append(spread)  # where `self.<key>` is set
             if is_method and isinstance(call.func, cst.Attribute):
                 cls = facts.enclosing_class(func)
                 if cls is not None and not isinstance(call.func.value, cst.Call):
@@ -261,6 +282,11 @@ class Flow:
         """The place whose object `value` is: a name or attribute (through `.to(...)`,
         `.cuda()`, DataParallel...), or what a function of the project returns."""
         value = self.strip(value)
+        key = keyword_read(self.facts, value)
+        if key is not None:  # `kwargs["model"]`: what the callers pass as `model=`
+            func = self.facts.function(value)
+            assert func is not None
+            return Place(func, key)
         if isinstance(value, cst.Call):
             if isinstance(self.facts.local_definition(value), cst.ClassDef):
                 return None  # a new instance: see _find_instances

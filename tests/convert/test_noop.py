@@ -218,3 +218,45 @@ def test_scale_lr_reports_an_optimizer_with_its_default_rate() -> None:
     assert "torch.optim.Adam(model.parameters(), lr=0.001 * WORLD_SIZE)" in result.output
     assert any(c.rule == "scale_lr.default_lr" and "default learning rate" in c.message
                for c in result.changes)
+
+
+def test_a_list_of_parameters_no_optimizer_is_given_is_no_model() -> None:
+    """Issue 25 class 11: lists filled from `.parameters()` in a loop are followed only
+    into an optimizer; a copy kept for something else makes no second model."""
+    output, changes = convert_with("""
+        frozen = nn.Linear(2, 2)
+        kept = []
+        for p in frozen.parameters():
+            kept.append(p.detach().clone())
+        out = frozen(torch.zeros(1, 2))
+        """)
+    assert "ddp_frozen" not in output
+    assert "DDP(frozen" not in output
+
+
+def test_a_model_passed_by_keyword_to_a_function_that_does_not_train_stays_plain() -> None:
+    """A `**kwargs` helper given the model by keyword that only reads it: the model is
+    followed there, but nothing is wrapped or handed on."""
+    output, _ = convert_with("""
+        def count(**kwargs):
+            return sum(p.numel() for p in kwargs["net"].parameters())
+        print(count(net=model))
+        """)
+    assert "count(net=model)" in output
+    assert output.count("DDP(") == 1
+
+
+def test_a_loader_drawn_from_only_without_gradients_is_not_sharded() -> None:
+    """An `iter()` kept and drawn from with `next()` makes its loader a training loader
+    only where the batch goes into a backward pass: a probe under no_grad does not."""
+    source = textwrap.dedent(TRAINING) + textwrap.dedent("""
+        probe_loader = DataLoader(TensorDataset(torch.randn(8, 2)), batch_size=4)
+        probe = iter(probe_loader)
+        with torch.no_grad():
+            (px,) = next(probe)
+            out = model(px)
+        """)
+    output = convert_source(source, "t.py").output
+    assert "probe_loader = DataLoader(TensorDataset(torch.randn(8, 2)), batch_size=4)\n" \
+        in output
+    assert "probe_loader.sampler" not in output

@@ -2,7 +2,8 @@
 
 A DataLoader is a training loader when it is iterated by a loop that calls
 `.backward()` or `optimizer.step()` (followed through function parameters,
-`self.` attributes and helper functions that return loaders), or, failing that,
+`self.` attributes and helper functions that return loaders), or drawn from with
+`next(it)` where the batch goes into a backward pass (`draws.py`), or, failing that,
 when its name says so (`train_loader`), or when it is the script's only loader.
 It gets `sampler=DistributedSampler(dataset, shuffle=<the loader's old shuffle>)`
 and loses `shuffle`, whether that was a keyword, the third positional argument,
@@ -23,6 +24,7 @@ import libcst as cst
 from distrun.convert.analysis import Facts, dotted, keyword, positional
 from distrun.convert.build import Rewrite, code_of, expression, keyword_arg, statement, with_commas
 from distrun.convert.context import Context, EvalLoader, Transform
+from distrun.convert.draws import drawn_for_training
 from distrun.convert.idioms import (
     DATALOADER,
     ITERABLE_DATASET,
@@ -31,6 +33,7 @@ from distrun.convert.idioms import (
     trains,
     unwrap_iter,
 )
+from distrun.convert.object_flow import Place
 from distrun.convert.transforms.batches import share_hand_made
 from distrun.convert.transforms.epochs import place_set_epoch, set_epoch_on_new_iterators
 from distrun.convert.transforms.rebuild import (
@@ -56,11 +59,30 @@ def plan_data(ctx: Context) -> None:
     train_names: set[str] = set()
     for tl in loops:
         train_names |= origin_names(facts, tl.loader, facts.scope(tl.loop), 0)
+    drawn: set[str] = set()
+    drawn_loaders = drawn_for_training(facts, ctx.flow)  # `next(self.it)` in a step loop
+    for loader in drawn_loaders:
+        code = dotted(loader)
+        assert code is not None
+        drawn |= origin_names(facts, code, facts.scope(loader), 0)
+    looped = set(train_names)
+    train_names |= drawn
+    fed: dict[Place, set[str]] = {}  # the objects training reads -> the names it reads
+    for read in [unwrap_iter(facts, tl.loop.iter) for tl in loops] + drawn_loaders:
+        place, code = ctx.flow.place_of(read), dotted(read)
+        if place is not None and code is not None:
+            fed.setdefault(ctx.flow.root(place), set()).update(
+                origin_names(facts, code, facts.scope(read), 0))
     sharded: set[str] = set()
     mixed: set[str] = set()
     for call in loaders:
         names = _construction_names(facts, call)
         kind, why = _classify(names, train_names, len(loaders))
+        if names & drawn and not names & looped:
+            why = "its batches, drawn with `next()`, go into training"
+        reached = _reached(ctx, call, fed) if kind == "unknown" else set()
+        if reached:  # the names it is read by there, for set_epoch
+            kind, why, names = "train", "it reaches the training loop", names | reached
         if kind == "train" and _builds_both(facts, call, names, train_names):
             mixed |= names
             plan.finding(call, "data.mixed_helper",
@@ -137,6 +159,16 @@ def _construction_names(facts: Facts, call: cst.Call) -> set[str]:
                 if isinstance(element.value, cst.Name) and element.value.value in names:
                     names |= _caller_names(facts, func, i)
     return names
+
+
+def _reached(ctx: Context, call: cst.CSTNode, fed: dict[Place, set[str]]) -> set[str]:
+    """The names training reads the loader built at `call` (`dl = DataLoader(...)`) by,
+    however it got there (keywords, `**kwargs`, attributes: `object_flow`)."""
+    assign = ctx.facts.parent.get(call)
+    if not isinstance(assign, cst.Assign) or assign.value is not call:
+        return set()
+    return {name for t in assign.targets if (place := ctx.flow.place_of(t.target)) is not None
+            for name in fed.get(ctx.flow.root(place), set())}
 
 
 def _caller_names(facts: Facts, func: cst.FunctionDef, index: int | None) -> set[str]:

@@ -175,6 +175,10 @@ def _binding_blocks(ctx: Context, home: Home) -> Iterator[tuple[list[cst.BaseSta
             method = facts.function(node)
             if method is not None and method not in methods:
                 methods.append(method)
+    for target in flow.bindings(place):  # `self.__dict__.update(kwargs)`
+        method = facts.function(target) if isinstance(target, cst.Call) else None
+        if method is not None and method not in methods:
+            methods.append(method)
     for method in methods:
         if isinstance(method.body, cst.IndentedBlock):
             yield list(method.body.body), place
