@@ -116,8 +116,8 @@ def _print_as_value(ctx: Context) -> None:
         if isinstance(parent, (cst.Attribute, cst.AssignTarget, cst.ImportAlias)) or (
                 isinstance(parent, cst.Param) and parent.name is node):
             continue
-        plan_code = f"(print if {rank} == 0 else (lambda *args, **kwargs: None))"
-        ctx.plan.rewrite(node, lambda _n: expression(plan_code))
+        code = f"(print if {rank} == 0 else (lambda *args, **kwargs: None))"
+        ctx.plan.rewrite(node, lambda _n, code=code: expression(code))  # type: ignore[misc]
         ctx.plan.change(node, "output.print_value",
                         "`print` handed on as a value: it prints on rank 0 only (a function "
                         "that prints nothing on the other ranks)")

@@ -308,8 +308,8 @@ def unwrap_param_uses(ctx: Context, model: Model, home: Home) -> None:
                 plan.change(parent, "model.unwrap", f"`{home.name}.{parent.attr.value}` -> "
                             f"`{target.unwrap(ctx, home.name)}.{parent.attr.value}` (it "
                             "holds the DDP object here)")
-        elif (isinstance(parent, (cst.Arg, cst.Return)) or _returned_in(facts, parent)) \
-                and not _hands_ddp_on(ctx, parent):
+        elif parent is not None and (isinstance(parent, (cst.Arg, cst.Return)) or _returned_in(
+                facts, parent)) and not _hands_ddp_on(ctx, parent):
             plan.rewrite(node, lambda n: expression(target.unwrap(ctx, code_of(n))))
             plan.change(node, "model.unwrap", f"`{home.name}` -> `{target.unwrap(ctx, home.name)}` "
                         "where it is handed on (it holds the DDP object here)")
