@@ -2,7 +2,9 @@
 
 A launch hands one to DeepSpeed when the script's arguments name it (`--deepspeed_config
 FILE`, `--deepspeed-config`, `--ds_config`, `--ds-config`, `--deepspeed FILE.json`: the
-options `distrun convert` looks for in a script), when the job's environment sets
+options `distrun convert` looks for in a script) or the default the script gives that
+option (`add_argument("--deepspeed_config", default="team_ds.json")`, read here, else
+beside the script), when the job's environment sets
 DS_CONFIG (what a converted script reads; checked when the file exists here), or, for
 a script run by `--launcher deepspeed` or one that uses DeepSpeed, when ds_config.json
 lies beside the script (where
@@ -17,6 +19,7 @@ loader (deepspeed_job.py) before this.
 
 from __future__ import annotations
 
+import ast
 from pathlib import Path
 
 from distrun.errors import LaunchError
@@ -43,12 +46,42 @@ def named(args: tuple[str, ...] | list[str]) -> str | None:
     return found
 
 
+def option_default(text: str) -> str | None:
+    """The default path of the script's own argparse option naming its DeepSpeed config
+    (`add_argument("--deepspeed_config", default="team_ds.json")`), if written out."""
+    if not any(flag in text for flag in FLAGS):
+        return None
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError):
+        return None
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                and node.func.attr == "add_argument"):
+            continue
+        flags = {a.value for a in node.args if isinstance(a, ast.Constant)}
+        if not flags & set(FLAGS):
+            continue
+        for keyword in node.keywords:
+            value = keyword.value
+            if (keyword.arg == "default" and isinstance(value, ast.Constant)
+                    and isinstance(value.value, str) and value.value.endswith(
+                        (".json", ".hjson"))):
+                return value.value
+    return None
+
+
 def find(script: str, args: tuple[str, ...], env: dict[str, str], launcher: str,
          module: bool, text: str) -> tuple[Path, str] | None:
     """The config the job hands to DeepSpeed, and how it was found."""
     given = named(args)
     if given is not None:
         return Path(given), "named in the script's arguments"
+    default = option_default(text)
+    if default is not None:  # read where the workers start (here), else beside the script
+        for path in (Path(default), Path(script).parent / default):
+            if path.is_file():
+                return path, "the default of the script's DeepSpeed config option"
     if env.get("DS_CONFIG"):  # checked where it exists (it may name another node's file)
         path = Path(env["DS_CONFIG"])
         return (path, "DS_CONFIG in --env") if path.is_file() else None

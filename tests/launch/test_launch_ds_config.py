@@ -60,6 +60,19 @@ def test_a_config_named_in_the_scripts_arguments_is_checked(tmp_path: Path,
     assert not (tmp_path / "started").exists()
 
 
+def test_the_default_of_the_scripts_option_is_checked(tmp_path: Path) -> None:
+    script = ("import argparse\nparser = argparse.ArgumentParser()\n"
+              "parser.add_argument('--deepspeed_config', default='team_ds.json')\n" + SCRIPT)
+    folder(tmp_path, "team_ds.json", {**GOOD, "train_micro_batch_size_per_gpu": "8"}, script)
+    result = distrun("launch", "--nproc-per-node", "2", "train.py", cwd=tmp_path)
+    assert result.returncode == 2, result.stderr
+    assert "team_ds.json (the default of the script's DeepSpeed config option)" \
+        in result.stderr
+    assert "team_ds.json:2: train_micro_batch_size_per_gpu is \"8\": DeepSpeed needs a " \
+        "whole number, and a string there fails (TypeError)" in result.stderr
+    assert not (tmp_path / "started").exists()
+
+
 def test_launch_config_refuses_the_file_its_job_reads(tmp_path: Path) -> None:
     folder(tmp_path, "ds_config.json", {**GOOD, "fp16": True})
     (tmp_path / "distrun.yaml").write_text("script: train.py\nlauncher: deepspeed\n"
