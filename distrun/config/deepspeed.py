@@ -20,7 +20,7 @@ from __future__ import annotations
 import difflib
 from collections.abc import Iterator
 
-from distrun.config import jsonc
+from distrun.config import deepspeed_types, jsonc
 from distrun.config.jsonc import Member, Node, Parsed, plain
 from distrun.config.records import Config, Problem, read
 
@@ -61,6 +61,27 @@ _AUTO = {
     "zero_optimization.stage3_param_persistence_threshold": (
         "with 10 x the model's hidden size", "write a number of elements, e.g. 1e5"),
 }
+# "auto" key -> what accelerate (accelerate 1.15, `accelerator.prepare` with a DeepSpeed
+# plugin: Accelerator._prepare_deepspeed, DeepSpeedPlugin.set_mixed_precision) puts there;
+# a key not named here stops prepare() with ValueError ("... not found in kwargs")
+_HIDDEN = ("from model.config.hidden_size (a plain torch module has no config: prepare() "
+           "fails)")
+_ACCELERATE = {
+    "fp16.enabled": "from its --mixed_precision",
+    "bf16.enabled": "from its --mixed_precision",
+    "train_micro_batch_size_per_gpu": "from the batch size of the DataLoader given to prepare()",
+    "train_batch_size": "from that batch size x accumulation x processes",
+    "gradient_accumulation_steps": "from its own gradient_accumulation_steps",
+    "gradient_clipping": "with 1.0 (or its own gradient_clipping setting)",
+    "zero_optimization.reduce_bucket_size": _HIDDEN,
+    "zero_optimization.stage3_prefetch_bucket_size": _HIDDEN,
+    "zero_optimization.stage3_param_persistence_threshold": _HIDDEN,
+    "zero_optimization.stage3_gather_16bit_weights_on_model_save": "with false",
+    "optimizer.params.lr": "only for its DummyOptim (else prepare() fails)",
+    "optimizer.params.weight_decay": "only for its DummyOptim (else prepare() fails)",
+    **{f"scheduler.params.{key}": "only for its DummyScheduler (else prepare() fails)"
+       for key in ("warmup_min_lr", "warmup_max_lr", "warmup_num_steps", "total_num_steps")},
+}
 # DeepSpeed's optimizers (config "type", any case); others under ZeRO are "untested"
 _TESTED = {"adagrad", "adam", "adamw", "lamb", "muadam", "muadamw", "musgd", "lion", "muon"}
 _KNOWN = {
@@ -83,9 +104,12 @@ DEEPSPEED_KEYS = {"train_batch_size", "train_micro_batch_size_per_gpu",
                   "optimizer", "scheduler", "gradient_clipping", "steps_per_print"}
 
 
-def load(path: str, world_size: int | None = None) -> Config:
+def load(path: str, world_size: int | None = None, auto_filled_by: str | None = None
+         ) -> Config:
     """`path` read as a DeepSpeed config and checked (`Config.values`: its plain values;
-    `Config.lines`: the line of each key, "zero_optimization.stage" -> 7)."""
+    `Config.lines`: the line of each key, "zero_optimization.stage" -> 7).
+    `auto_filled_by`: what fills in its "auto" values for this job (the script uses the
+    Hugging Face Trainer): each one is then a warning, not an error."""
     text = read(path)
     if not isinstance(text, str):
         return Config(path, problems=[text])
@@ -98,7 +122,8 @@ def load(path: str, world_size: int | None = None) -> Config:
         return Config(path, problems=[Problem(parsed.root.line, "", (
             "not a DeepSpeed config: none of " + ", ".join(sorted(DEEPSPEED_KEYS)) +
             " is set (distrun's own launch config is YAML: distrun.yaml)"))])
-    return Config(path, values=plain(parsed.root), problems=check(parsed, world_size),
+    return Config(path, values=plain(parsed.root),
+                  problems=check(parsed, world_size, auto_filled_by),
                   lines={key: member.line for key, member in walk(parsed.root, "")})
 
 
@@ -108,7 +133,8 @@ def looks_like_deepspeed(parsed: Parsed) -> bool:
     return root.kind == "object" and any(m.key in DEEPSPEED_KEYS for m in root.value)
 
 
-def check(parsed: Parsed, world_size: int | None = None) -> list[Problem]:
+def check(parsed: Parsed, world_size: int | None = None, auto_filled_by: str | None = None
+          ) -> list[Problem]:
     problems: list[Problem] = []
     root = parsed.root
     if root.kind != "object":
@@ -122,8 +148,9 @@ def check(parsed: Parsed, world_size: int | None = None) -> list[Problem]:
             "trailing comma(s): accepted by DeepSpeed's hjson reader, refused by JSON tools"),
             "warning"))
     problems += _duplicates(root)
-    problems += _autos(root)
+    problems += _autos(root, auto_filled_by)
     problems += _keys(root)
+    problems += deepspeed_types.check(root)
     top = {m.key: m for m in root.value}
     values = plain(root)
     problems += _batch(top, values, world_size)
@@ -159,7 +186,7 @@ def _duplicates(root: Node) -> list[Problem]:
     return found
 
 
-def _autos(root: Node) -> list[Problem]:
+def _autos(root: Node, filled_by: str | None = None) -> list[Problem]:
     found = []
     values = plain(root)
     for path, member in walk(root, ""):
@@ -176,8 +203,17 @@ def _autos(root: Node) -> list[Problem]:
                        "scheduler sets the learning rate before the first step")
         else:
             happens = "DeepSpeed alone passes the string on where a number is needed, and fails"
+        accelerate = ("accelerate's prepare() fills it in " + _ACCELERATE[path]
+                      if path in _ACCELERATE else "accelerate's prepare() does not fill it "
+                      "in (ValueError)")
+        if filled_by:
+            found.append(Problem(member.line, path, (
+                f"{path} is \"auto\": {filled_by} fills it in{f' ({source})' if source else ''}"
+                f"; outside it {happens.replace('DeepSpeed alone ', 'DeepSpeed ')}"),
+                "warning"))
+            continue
         found.append(Problem(member.line, path, (
-            f"{path} is \"auto\": {filled}; {happens}. Fix: {fix}")))
+            f"{path} is \"auto\": {filled}; {accelerate}; {happens}. Fix: {fix}")))
     return found
 
 
@@ -263,7 +299,7 @@ def _optimizer(top: dict[str, Member], values: dict[str, object]) -> list[Proble
     optimizer = values.get("optimizer")
     kind = optimizer.get("type") if isinstance(optimizer, dict) else None
     if (stage > 0 and isinstance(kind, str) and kind.lower() not in _TESTED
-            and values.get("zero_allow_untested_optimizer") is not True):
+            and not values.get("zero_allow_untested_optimizer")):  # DeepSpeed: truthiness
         found.append(Problem(_line(top, "optimizer"), "optimizer.type", (
             f"optimizer {kind} under ZeRO stage {stage}: DeepSpeed stops at initialize "
             "(\"You are using an untested ZeRO Optimizer\") unless the config sets "

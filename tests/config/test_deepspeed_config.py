@@ -41,7 +41,8 @@ def test_the_users_zero2_config_every_auto_and_the_offload_section() -> None:
              if 'is "auto"' in line]
     assert named == auto_lines and len(named) == 12
     assert f'{USERS}:3: error: fp16.enabled is "auto": the Hugging Face Trainer fills it in ' \
-           "(from --fp16); DeepSpeed alone drops it and uses its default, false, silently. " \
+           "(from --fp16); accelerate's prepare() fills it in from its --mixed_precision; " \
+           "DeepSpeed alone drops it and uses its default, false, silently. " \
            "Fix: write true or false" in result.stdout
     offload = next(n for n, line in enumerate(text, 1) if '"offload_optimizer"' in line)
     assert (f"{USERS}:{offload}: warning: ZeRO-Offload to cpu (stage 2): the config's AdamW "
