@@ -13,17 +13,20 @@ torch runs exactly as it would alone.
 from __future__ import annotations
 
 import builtins
+import faulthandler
 import importlib.abc
 import importlib.machinery
 import importlib.util
 import os
 import runpy
+import signal
 import sys
 from collections.abc import Sequence
 from types import ModuleType
 
 _PACKAGE_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 _KEPT: list[ModuleType] = []
+_KEPT_FILES: list[object] = []
 _OURS = {os.path.abspath(__file__), __file__, "<frozen runpy>", runpy.__file__}
 
 
@@ -51,14 +54,41 @@ class _AfterTorch(importlib.abc.MetaPathFinder):
 
 
 def _install() -> None:
-    from distrun.check import probe
-
+    try:
+        from distrun.check import probe
+    except Exception as err:  # noqa: BLE001 (another interpreter, a broken install...)
+        print(f"distrun: check: the probe could not be loaded in this rank ({type(err).__name__}: "
+              f"{err}); this rank runs unchecked", file=sys.stderr)
+        return
     probe.install()
+
+
+STACKS_SIGNAL = signal.SIGUSR2  # distrun asks a rank where it waits (hang reports)
+
+
+def _stack_dumps() -> None:
+    """On STACKS_SIGNAL, the stacks of every thread go to `stacks<RANK>.txt` in the check
+    folder (faulthandler writes them from its C handler: a rank blocked inside a collective
+    answers too); `stacks<RANK>.pid` names the process to ask. A signal handler of the
+    script's own is kept (chained)."""
+    folder, rank = os.environ.get("DISTRUN_CHECK_DIR"), os.environ.get("RANK")
+    if not folder or rank is None:
+        return
+    try:
+        stream = open(os.path.join(folder, f"stacks{rank}.txt"), "a")  # noqa: SIM115
+        chain = signal.getsignal(STACKS_SIGNAL) not in (signal.SIG_DFL, None)
+        faulthandler.register(STACKS_SIGNAL, file=stream, all_threads=True, chain=chain)
+        with open(os.path.join(folder, f"stacks{rank}.pid"), "w") as pid:
+            pid.write(str(os.getpid()))
+        _KEPT_FILES.append(stream)
+    except (OSError, ValueError, RuntimeError):
+        pass  # no hang report for this rank; the job runs as it would
 
 
 def main(argv: list[str]) -> None:
     if not argv or (argv[0] == "-m" and len(argv) < 2):
         sys.exit("usage: boot.py SCRIPT [ARGS...] | -m MODULE [ARGS...]")
+    _stack_dumps()
     if _PACKAGE_ROOT not in sys.path:
         sys.path.append(_PACKAGE_ROOT)  # last: the user's own modules come first
     if "torch" in sys.modules:

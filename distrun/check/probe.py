@@ -143,6 +143,7 @@ def _patch() -> None:
     if torch.distributed.is_available():
         torch.distributed.init_process_group = _recording_init(
             torch.distributed.init_process_group)
+        _watch_collectives(torch.distributed)
     torch.save = _recording_save(torch.save)
     sys.addaudithook(_audit)
     atexit.register(_at_exit)
@@ -427,6 +428,86 @@ def _mark_training(state: _State) -> None:
         state.fact("train", site=loader.site, number=loader.number)
     state.fact("epoch", site=loader.site, number=loader.number, epoch=iteration.epoch,
                shuffle=iteration.shuffle)
+
+
+# -- collectives: the last one each rank entered (hang reports) -----------------------
+
+COLLECTIVES = ("all_reduce", "all_gather", "all_gather_into_tensor", "reduce_scatter",
+               "reduce_scatter_tensor", "broadcast", "reduce", "barrier", "all_to_all",
+               "all_to_all_single", "gather", "scatter", "all_gather_object",
+               "broadcast_object_list", "gather_object", "scatter_object_list", "send",
+               "recv", "monitored_barrier")
+RECORD = 512  # bytes of coll<RANK>: the last collective, as one JSON line
+
+
+class _Collectives:
+    """The script's calls of torch.distributed's collectives, counted; the last one is
+    kept in a small memory-mapped file (`coll<RANK>`: sequence number, name, shape and
+    dtype of its tensor, the script's line, whether it returned) that distrun reads when
+    a job goes quiet. Costs a counter and a write to memory per collective; kept for the
+    whole run (not only the window)."""
+
+    def __init__(self, folder: str, rank: int) -> None:
+        import mmap
+
+        path = os.path.join(folder, f"coll{rank}")
+        with open(path, "wb") as stream:
+            stream.write(b" " * RECORD)
+        self.stream = open(path, "r+b")  # noqa: SIM115 (kept open)
+        self.map = mmap.mmap(self.stream.fileno(), RECORD)
+        self.seq = 0
+
+    def enter(self, record: dict[str, object]) -> None:
+        """The record, its state first and "in " (3 bytes: `returned` overwrites them)."""
+        data = json.dumps({"state": "in ", **record}).encode()[:RECORD - 1]
+        self.map[:RECORD] = data.ljust(RECORD - 1) + b"\n"
+
+    def returned(self) -> None:
+        self.map[STATE:STATE + 3] = b"out"
+
+
+STATE = len('{"state": "')  # where the state's 3 bytes are in the record
+
+
+def _watch_collectives(module: Any) -> None:
+    state = _state
+    if state is None:
+        return
+    watch = _Collectives(state.folder, int(os.environ.get("RANK", 0)))
+    for name in COLLECTIVES:
+        function = getattr(module, name, None)
+        if callable(function):
+            setattr(module, name, _counted(watch, name, function))
+
+
+def _counted(watch: _Collectives, name: str, function: Callable[..., Any]
+             ) -> Callable[..., Any]:
+    def collective(*args: Any, **kwargs: Any) -> Any:
+        if os.getpid() != _pid:  # a forked worker: not this rank's
+            return function(*args, **kwargs)
+        watch.seq += 1
+        seq = watch.seq
+        tensor = next((a for a in (*args, *kwargs.values()) if isinstance(a, torch.Tensor)),
+                      None)
+        if tensor is None:
+            listed = next((a for a in args if isinstance(a, list) and a
+                           and isinstance(a[0], torch.Tensor)), None)
+            tensor = listed[0] if listed else None
+        shape = list(tensor.shape) if tensor is not None else None
+        dtype = str(tensor.dtype).removeprefix("torch.") if tensor is not None else None
+        watch.enter({"seq": seq, "op": name, "shape": shape, "dtype": dtype,
+                     "site": user_site(2)})
+        result = function(*args, **kwargs)
+        watch.returned()
+        return result
+
+    collective.__wrapped__ = function  # type: ignore[attr-defined]
+    collective.__doc__ = function.__doc__
+    collective.__name__ = name
+    return collective
+
+
+_pid = os.getpid()
 
 
 # -- process group, files, the end ----------------------------------------------------

@@ -79,6 +79,13 @@ RULES = {rule.id: rule for rule in (
          "torch.distributed.checkpoint.state_dict, on every rank, saved on rank 0; "
          "ZeRO-3: `engine.save_16bit_model(folder)` on every rank, or `model.state_dict()` "
          "inside `deepspeed.zero.GatheredParameters(list(model.parameters()))`"),
+    Rule("collective-mismatch", False,
+         "two ranks wait in different collectives (or in one with different tensor shapes) "
+         "at the same point of their sequence of collectives: the job hangs (or exchanges "
+         "wrong data) there",
+         "make every rank call the same collectives in the same order with the same shapes: "
+         "a collective inside `if rank == 0:` (an evaluation that all-reduces) must run on "
+         "every rank, and every rank needs the same number of batches"),
     Rule("shared-write", False,
          "several ranks write the same file: they overwrite each other (a checkpoint "
          "can end up torn)",

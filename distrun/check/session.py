@@ -123,6 +123,13 @@ class Session:
                 return f"-m {self.spec.script}: not a module this Python finds"
         return None
 
+    def where_ranks_wait(self) -> list[str]:
+        """Where each rank of this node is (a hung or quiet job): its stack and its last
+        collective, with a diagnosis (check/waits.py)."""
+        from distrun.check.waits import where_ranks_wait
+
+        return where_ranks_wait(self.folder, list(range(self.local)))
+
     def poll(self) -> list[Finding]:
         """Findings the running job has shown since the last poll."""
         if self.checker is None:

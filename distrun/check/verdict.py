@@ -170,7 +170,8 @@ class Checker:
         if not all(r.decided for r in ranks):  # may yet turn out to be a missing group
             return new
         for key, finding in [*self._params(ranks), *self._data(ranks), *self._epochs(ranks),
-                             *self._splits(ranks), *self._writes(ranks)]:
+                             *self._splits(ranks), *self._collectives(ranks),
+                             *self._writes(ranks)]:
             self._give(new, key, finding)
         return new
 
@@ -295,6 +296,28 @@ class Checker:
                     f"{sizes} drawn differently: a split without a seed)", key[0])))
                 break
         return found
+
+    def _collectives(self, ranks: list[RankFacts]) -> list[tuple[object, Finding]]:
+        """Ranks waiting at the same sequence number in different collectives (or shapes):
+        read from the probe's `coll<RANK>` records (point-to-point send/recv aside)."""
+        from distrun.check.waits import _collective
+
+        inside = []
+        for rank in ranks:
+            record = _collective(self.folder / f"coll{rank.rank}")
+            if record is not None and record.get("state") == "in" and record.get("op") not in (
+                    "send", "recv"):
+                inside.append((rank.rank, record))
+        for (a, ra), (b, rb) in zip(inside, inside[1:], strict=False):
+            if ra.get("seq") == rb.get("seq") and (ra.get("op"), ra.get("shape")) != (
+                    rb.get("op"), rb.get("shape")):
+                what = tuple(f"{r['op']}" + (f" {r['shape']}" if r.get("shape") is not None
+                                              else "") for r in (ra, rb))
+                return [(("collective", ra.get("seq")), Finding(
+                    "collective-mismatch", f"at collective #{ra['seq']} rank {a} waits in "
+                    f"{what[0]} ({ra.get('site')}) and rank {b} in {what[1]} "
+                    f"({rb.get('site')})", str(ra.get("site", ""))))]
+        return []
 
     def _writes(self, ranks: list[RankFacts]) -> list[tuple[object, Finding]]:
         """Files written by more than one rank."""

@@ -154,6 +154,10 @@ Exit codes: 0 success; 1 a rank failed; 2 bad input (nothing started);
 @click.option("--timeout", type=float, metavar="SECONDS", help="Stop a job that prints nothing "
               "for this long (hang detector; a rank's silence counts from its first line, or "
               "after 30 s of start-up).")
+@click.option("--hang-report-after", "hang_report", type=click.FloatRange(min=0),
+              default=300.0, show_default=True, metavar="SECONDS",
+              help="Without --timeout: when no rank has printed for this long, say where each "
+              "rank is (its stack, its last collective) once, and keep waiting. 0: never.")
 @click.option("--ranks", "ranks", metavar="LIST", callback=_rank_list, help="Show the output "
               "of these local ranks only (0, 0,2 or 1-3; like torchrun's --local-ranks-filter); "
               "every rank's is kept with --log-dir.")
@@ -177,7 +181,8 @@ Exit codes: 0 success; 1 a rank failed; 2 bad input (nothing started);
 def launch(script: str | None, script_args: tuple[str, ...], dry_run: bool, module: bool,
            env: dict[str, str], rdzv_conf: dict[str, str], config_file: str | None,
            check: bool, no_check: bool, check_steps: int | None, report_json: str | None,
-           ranks: frozenset[int] | None, rank_prefix: bool, **options: object) -> int:
+           ranks: frozenset[int] | None, rank_prefix: bool, hang_report: float,
+           **options: object) -> int:
     """`distrun launch`: the request from the config file and the flags, resolved, run."""
     from distrun.check.session import Session
     from distrun.cli import render, term
@@ -206,7 +211,9 @@ def launch(script: str | None, script_args: tuple[str, ...], dry_run: bool, modu
         return 0
     try:
         result = run(command, spec, shown=shown,
-                     watch=lambda: [term.heads(render.finding(f)) for f in session.poll()])
+                     watch=lambda: [term.heads(render.finding(f)) for f in session.poll()],
+                     where=session.where_ranks_wait if session.instrumented else None,
+                     quiet=hang_report or None)
         found = session.finish(result.printed, result.exit_code == 0)
     finally:
         session.close()

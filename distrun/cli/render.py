@@ -239,10 +239,15 @@ def _hung_lines(result: RunResult, spec: LaunchSpec) -> list[str]:
             f"{STARTUP_GRACE_SECONDS:g} s, pass a larger --timeout (silence counts from a "
             "rank's first line); if it is stuck in init_process_group, check that every "
             "rank reaches the master address (`distrun doctor`)"]
-    return lines + (_ended_early_lines(result, "had already ended (exit code 0) while the "
-                                       "others waited for it") or [
-        "  hint: a rank may be waiting in a collective another rank never joins; "
-        "NCCL_DEBUG=INFO or TORCH_DISTRIBUTED_DEBUG=DETAIL tell more"])
+    lines += result.waits
+    ended = _ended_early_lines(result, "had already ended (exit code 0) while the others "
+                               "waited for it")
+    if ended or result.waits:
+        return lines + ended
+    return lines + [
+        "  hint: a rank may be waiting in a collective another rank never joins (run with "
+        "the default check, not --no-check, and distrun says where each rank waits); "
+        "NCCL_DEBUG=INFO or TORCH_DISTRIBUTED_DEBUG=DETAIL tell more"]
 
 
 def _failed_lines(result: RunResult, spec: LaunchSpec) -> list[str]:

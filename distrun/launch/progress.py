@@ -81,6 +81,17 @@ class Progress:
             with self.lock:
                 self.last = max(self.last, now)
 
+    def computing(self, seconds: float = 1.0) -> bool:
+        """Whether a worker uses the CPU now (measured over `seconds`): a rank that is
+        merely slow (a long step or evaluation without output) computes; a rank that
+        waits (in a collective on gloo, in a sleep, in a lock) does not."""
+        workers = [pid for pid in procs.descendants(self.root)
+                   if procs.local_rank(pid) is not None]
+        before = {pid: procs.cpu_seconds(pid) for pid in workers}
+        time.sleep(seconds)
+        return any(procs.cpu_seconds(pid) - cpu >= BUSY_SHARE * 4 * seconds
+                   for pid, cpu in before.items())
+
     def _busy(self, starting: list[int], elapsed: float) -> bool:
         """Whether the starting processes used the CPU since the last sample."""
         spent = 0.0

@@ -68,16 +68,21 @@ class RunResult:
     any_output: bool = False  # whether any worker had written a line (else: still starting?)
     # each line of stdout (decimals masked): its first text, the local ranks that printed it
     printed: dict[str, tuple[str, set[int]]] = field(default_factory=dict)
+    waits: list[str] = field(default_factory=list)  # where each rank was, when it hung
     restarts: int = 0  # times torchrun restarted the worker group
     earlier: list[Attempt] = field(default_factory=list)  # the attempts that failed before
 
 
 def run(command: Command, spec: LaunchSpec, echo: Callable[[str, bool], None] | None = None,
-        watch: Callable[[], list[str]] | None = None, shown: Shown | None = None) -> RunResult:
+        watch: Callable[[], list[str]] | None = None, shown: Shown | None = None,
+        where: Callable[[], list[str]] | None = None, quiet: float | None = None
+        ) -> RunResult:
     """Run and supervise `command`; `echo(line, to_stderr)` shows output (default: print);
     `watch()` is called about every second while the job runs, and the lines it returns
     are shown on standard error (the launch checks' findings); `shown`: whose output is
-    shown, and how it is tagged (default: every rank's, untagged)."""
+    shown, and how it is tagged (default: every rank's, untagged). `where()` says where
+    each rank waits: asked when the job hangs (--timeout), and once when it has been
+    quiet for `quiet` seconds without a timeout (the job then goes on)."""
     show = echo or print_line
     make_log_dir(spec)
     _warn_low_space(spec, show)
@@ -96,7 +101,8 @@ def run(command: Command, spec: LaunchSpec, echo: Callable[[str, bool], None] | 
     ticks = [_every_second(watch, show),
              _waiting_for_nodes(spec, progress, show, started, meeting)]
     try:
-        result = _supervise(proc, spec, stop, progress, watcher, lambda: [t() for t in ticks])
+        result = _supervise(proc, spec, stop, progress, watcher, lambda: [t() for t in ticks],
+                            where, quiet, show)
     finally:
         meeting.stop()
         for s, handler in previous.items():
@@ -202,8 +208,13 @@ def _waiting_for_nodes(spec: LaunchSpec, progress: Progress, show: Callable[[str
 
 
 def _supervise(proc: subprocess.Popen[bytes], spec: LaunchSpec, stop: _StopRequest,
-               progress: Progress, watcher: Watcher, tick: Callable[[], object]) -> RunResult:
-    """Wait for the job to end, to be interrupted, or (with a timeout) to hang."""
+               progress: Progress, watcher: Watcher, tick: Callable[[], object],
+               where: Callable[[], list[str]] | None = None, quiet: float | None = None,
+               show: Callable[[str, bool], None] = print_line) -> RunResult:
+    """Wait for the job to end, to be interrupted, or (with a timeout) to hang. Without a
+    timeout, a job quiet for `quiet` seconds gets one report of where each rank is (and
+    another after it has printed again and gone quiet again)."""
+    reported = False
     while proc.poll() is None:
         time.sleep(0.1)
         tick()
@@ -212,15 +223,31 @@ def _supervise(proc: subprocess.Popen[bytes], spec: LaunchSpec, stop: _StopReque
             _stop_job(proc, stop.signum)
             return RunResult(128 + stop.signum, "interrupted", log_dir=spec.log_dir,
                              detail=signal.Signals(stop.signum).name)
-        if spec.timeout is not None and progress.idle() > spec.timeout:
+        idle = progress.idle()
+        if spec.timeout is None and quiet and where is not None:
+            if idle > quiet and not reported and progress.computing():
+                progress.output(None)  # a rank computes: slow, not hung; count again
+            elif idle > quiet and not reported:
+                reported = True
+                lines = where()
+                show(f"distrun: warning: no output from any rank for {quiet:g} s (still "
+                     "waiting; a slow step is not a hang: nothing is stopped)", True)
+                for line in lines or ["  (no rank could say where it is: run with the "
+                                      "default check, not --no-check)"]:
+                    show(line, True)
+            elif idle < quiet / 2:
+                reported = False
+        if spec.timeout is not None and idle > spec.timeout:
             live = live_local_ranks(proc.pid)
+            waits = where() if where is not None else []
             watcher.quiet = True
             _stop_job(proc, signal.SIGTERM)
             nproc = spec.nproc_per_node if isinstance(spec.nproc_per_node, int) else 0
             return RunResult(
                 EXIT_HUNG, "hung", log_dir=spec.log_dir,
                 detail=f"no output from any rank for {spec.timeout:g} s",
-                ended_early=_ended_early(nproc, live, 0 if spec.max_nodes == 1 else None))
+                ended_early=_ended_early(nproc, live, 0 if spec.max_nodes == 1 else None),
+                waits=waits)
     return RunResult(0, "ok", log_dir=spec.log_dir)
 
 

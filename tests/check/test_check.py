@@ -59,7 +59,8 @@ def rules_of(record: dict[str, object]) -> list[str]:
 def test_every_rule_has_a_broken_script_and_a_docs_entry() -> None:
     page = (ROOT / "docs" / "check.md").read_text()
     named = {rule for rules in DEFECTS.values() for rule in rules}
-    assert named | {"options-after-script"} == set(RULES)
+    # options-after-script: tests below; collective-mismatch: tests/launch/test_hangs.py
+    assert named | {"options-after-script", "collective-mismatch"} == set(RULES)
     for rule in RULES:
         assert f"`[{rule}]`" in page, rule
 
