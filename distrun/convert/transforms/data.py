@@ -37,6 +37,7 @@ from distrun.convert.object_flow import Place
 from distrun.convert.transforms.batches import share_hand_made
 from distrun.convert.transforms.epochs import place_set_epoch, set_epoch_on_new_iterators
 from distrun.convert.transforms.rebuild import (
+    auto_epoch_code,
     draw_per_rank,
     rebuild_unseen_loaders,
     share_sampler,
@@ -83,6 +84,12 @@ def plan_data(ctx: Context) -> None:
         reached = _reached(ctx, call, fed) if kind == "unknown" else set()
         if reached:  # the names it is read by there, for set_epoch
             kind, why, names = "train", "it reaches the training loop", names | reached
+        auto_epoch = False
+        if kind == "unknown" and _shuffles(facts, call):
+            kind, auto_epoch = "train", True
+            why = ("it shuffles: a training loader (an evaluation's order does not matter); "
+                   "where its passes start is not followed, so its sampler moves to the next "
+                   "epoch after each pass")
         if kind == "train" and _builds_both(facts, call, names, train_names):
             mixed |= names
             plan.finding(call, "data.mixed_helper",
@@ -90,7 +97,7 @@ def plan_data(ctx: Context) -> None:
                          f"({', '.join(sorted(names))}): left as it is; the training one is "
                          "sharded where it is used", severity="info")
         elif kind == "train":
-            if _add_sampler(ctx, call, why):
+            if _add_sampler(ctx, call, why, auto_epoch):
                 sharded |= names
         elif kind == "eval" and ctx.options.eval_shard:
             ctx.eval_loaders.append(EvalLoader(call, frozenset(names)))
@@ -222,7 +229,13 @@ def _classify(names: set[str], train_names: set[str], count: int) -> tuple[str, 
     return "unknown", ""
 
 
-def _add_sampler(ctx: Context, call: cst.Call, why: str) -> bool:
+def _shuffles(facts: Facts, call: cst.Call) -> bool:
+    """`DataLoader(..., shuffle=True)` (a literal True)."""
+    given = keyword(call, "shuffle")
+    return given is not None and dotted(given.value) == "True"
+
+
+def _add_sampler(ctx: Context, call: cst.Call, why: str, auto_epoch: bool = False) -> bool:
     facts, plan = ctx.facts, ctx.plan
     given = keyword(call, "sampler")
     if given is not None and isinstance(given.value, cst.Call) and draw_per_rank(ctx, given.value):
@@ -267,7 +280,11 @@ def _add_sampler(ctx: Context, call: cst.Call, why: str) -> bool:
         shuffle = f'{source}.get("shuffle", False)'
     else:
         shuffle = "False"
-    sampler = f"{ctx.names.sampler}({ds_code}, shuffle={shuffle})"
+    if auto_epoch:
+        sampler = f"{ctx.names.auto_epoch}({ds_code}, shuffle={shuffle})"
+        ctx.define_helper("auto_epoch", call, auto_epoch_code(ctx.names))
+    else:
+        sampler = f"{ctx.names.sampler}({ds_code}, shuffle={shuffle})"
     ctx.need("sampler", at=call)
     plan.rewrite(call, _rebuild_loader(sampler))
     plan.change(call, "data.sampler",

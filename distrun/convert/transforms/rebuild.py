@@ -95,6 +95,7 @@ def _rebuild(ctx: Context, bound: cst.BaseStatement, name: str, loop: cst.For) -
     if call is None:  # the shard_loader helper, defined with the setup
         call = f"{ctx.names.shard_loader}({name})"
         ctx.need("sampler", at=bound)
+        ctx.define_helper("auto_epoch", bound, auto_epoch_code(ctx.names))
         ctx.define_helper("shard_loader", bound, helper_code(ctx.names))
     new = [statement(f"{name} = {call}\n")]
     if before:
@@ -233,7 +234,7 @@ class {n.rank_share}(torch.utils.data.Sampler):
 '''
 
 
-def helper_code(n: Names) -> str:
+def auto_epoch_code(n: Names) -> str:
     return f'''
 
 class {n.auto_epoch}({n.sampler}):
@@ -243,7 +244,11 @@ class {n.auto_epoch}({n.sampler}):
         indices = super().__iter__()
         self.set_epoch(self.epoch + 1)
         return indices
+'''
 
+
+def helper_code(n: Names) -> str:
+    return f'''
 
 def {n.shard_loader}(loader):
     """distrun: `loader` again, each rank reading its own part (same batch size, shuffle)."""
