@@ -229,10 +229,29 @@ def _classify(names: set[str], train_names: set[str], count: int) -> tuple[str, 
     return "unknown", ""
 
 
+_NO_GRAD = frozenset({"torch.no_grad", "torch.inference_mode", "no_grad", "inference_mode"})
+
+
 def _shuffles(facts: Facts, call: cst.Call) -> bool:
-    """`DataLoader(..., shuffle=True)` (a literal True)."""
+    """`DataLoader(..., shuffle=True)` (a literal True), made outside an evaluation: not in
+    a function named for one (evaluate, test, val...) or run without gradients
+    (`@torch.no_grad()`, `@torch.inference_mode()`, `with torch.no_grad():`)."""
     given = keyword(call, "shuffle")
-    return given is not None and dotted(given.value) == "True"
+    if given is None or dotted(given.value) != "True":
+        return False
+    for node in facts.ancestors(call):
+        if isinstance(node, cst.FunctionDef):
+            if _EVAL_NAME.search(node.name.value) or any(
+                    _no_grad(facts, d.decorator) for d in node.decorators):
+                return False
+        if isinstance(node, cst.With) and any(_no_grad(facts, i.item) for i in node.items):
+            return False
+    return True
+
+
+def _no_grad(facts: Facts, expr: cst.BaseExpression) -> bool:
+    target = expr.func if isinstance(expr, cst.Call) else expr
+    return (facts.qualname(target) or dotted(target) or "") in _NO_GRAD
 
 
 def _add_sampler(ctx: Context, call: cst.Call, why: str, auto_epoch: bool = False) -> bool:
