@@ -40,6 +40,7 @@ from distrun.convert.transforms.rebuild import (
     auto_epoch_code,
     draw_per_rank,
     rebuild_unseen_loaders,
+    sampler_made,
     share_sampler,
 )
 from distrun.convert.transforms.splits import same_splits
@@ -257,7 +258,8 @@ def _no_grad(facts: Facts, expr: cst.BaseExpression) -> bool:
 def _add_sampler(ctx: Context, call: cst.Call, why: str, auto_epoch: bool = False) -> bool:
     facts, plan = ctx.facts, ctx.plan
     given = keyword(call, "sampler")
-    if given is not None and isinstance(given.value, cst.Call) and draw_per_rank(ctx, given.value):
+    made = sampler_made(facts, call, given.value) if given is not None else None
+    if isinstance(made, cst.Call) and draw_per_rank(ctx, made):
         return False  # each rank draws its own: no DistributedSampler, no set_epoch
     if given is not None and ctx.target.take_loader(ctx, call, why):
         return True  # accelerate shards a loader's own sampler itself

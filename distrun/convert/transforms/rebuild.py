@@ -23,7 +23,7 @@ import re
 
 import libcst as cst
 
-from distrun.convert.analysis import dotted, keyword, positional
+from distrun.convert.analysis import Facts, dotted, keyword, positional
 from distrun.convert.build import append_keyword, code_of, expression, statement
 from distrun.convert.context import Context
 from distrun.convert.idioms import TrainLoop, origin_names
@@ -169,18 +169,25 @@ _SHAREABLE = frozenset({
 })
 
 
+def sampler_made(facts: Facts, loader: cst.Call, sampler: cst.BaseExpression
+                 ) -> cst.BaseExpression:
+    """The expression that made `sampler`: itself, or the value of the one assignment of
+    its name in the loader's scope (`train_sampler = RandomSampler(...)`)."""
+    if isinstance(sampler, cst.Name):
+        values = [a.value for a in facts.assigns if isinstance(a, cst.Assign) and any(
+            isinstance(t.target, cst.Name) and t.target.value == sampler.value
+            for t in a.targets) and facts.scope(a) is facts.scope(loader)]
+        return values[0] if len(values) == 1 else sampler
+    return sampler
+
+
 def share_sampler(ctx: Context, loader: cst.Call, sampler: cst.BaseExpression) -> bool:
     """A training loader given a sampler of torch's that draws without replacement
     (`SubsetRandomSampler(train_idx)`, `RandomSampler(ds)`): every rank draws the same
     order (seeded with the epoch), then takes every WORLD_SIZE-th index of it. True if
     done (the sampler, or the name it is bound to, is one of those)."""
     facts, n = ctx.facts, ctx.names
-    made = sampler
-    if isinstance(sampler, cst.Name):
-        values = [a.value for a in facts.assigns if isinstance(a, cst.Assign) and any(
-            isinstance(t.target, cst.Name) and t.target.value == sampler.value
-            for t in a.targets) and facts.scope(a) is facts.scope(loader)]
-        made = values[0] if len(values) == 1 else sampler
+    made = sampler_made(facts, loader, sampler)
     if not isinstance(made, cst.Call) or facts.call_name(made) not in _SHAREABLE:
         return False
     replacement = keyword(made, "replacement")
