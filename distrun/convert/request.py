@@ -190,7 +190,8 @@ def _script(request: ConvertRequest) -> ConvertOutcome:
     result = convert_source(script.text, request.source, request.options,
                             str(Path(request.source).parent))
     default = default_output(request.source, request.options.target)
-    return _one_file(request, result, default, script.encode, like=request.source)
+    return _one_file(request, result, default, script.encode, like=request.source,
+                     original=script.raw)
 
 
 def _notebook(request: ConvertRequest) -> ConvertOutcome:
@@ -211,7 +212,8 @@ def _notebook(request: ConvertRequest) -> ConvertOutcome:
 
 def _one_file(request: ConvertRequest, result: ConvertResult, default: str,
               encode: Callable[[str], bytes], like: str | None,
-              cells: Mapping[int, tuple[int, int]] | None = None) -> ConvertOutcome:
+              cells: Mapping[int, tuple[int, int]] | None = None,
+              original: bytes | None = None) -> ConvertOutcome:
     """The outcome of a conversion whose result is one file (a script's, a notebook's)."""
     from distrun.files import output_file
 
@@ -227,7 +229,8 @@ def _one_file(request: ConvertRequest, result: ConvertResult, default: str,
         _refuse_overwriting_the_input(path, request)
     replace = request.force or in_place
     files = [FileWrite(path, encode(result.output), like=like, force=replace,
-                       backup=(in_place and request.backup) or request.force)]
+                       backup=(in_place and request.backup) or request.force,
+                       original=original if in_place else None)]
     beside = [FileWrite(str(Path(path).parent / name), text.encode(), backup=replace,
                         force=replace) for name, text in result.files.items()]
     merge_needs_force(result, beside)
@@ -265,7 +268,8 @@ def _project(request: ConvertRequest) -> ConvertOutcome:
         return outcome
     if request.mode == "in-place":
         files = [FileWrite(str(shown / f.source.rel), f.source.script.encode(f.result.output),
-                           like=str(shown / f.source.rel), backup=request.backup, force=True)
+                           like=str(shown / f.source.rel), backup=request.backup, force=True,
+                           original=f.source.script.raw)
                  for f in project.changed]
         folder = (shown / project.entry.source.rel).parent
         files += [FileWrite(str(folder / name), text.encode(), backup=True, force=True)

@@ -1,0 +1,401 @@
+"""Every file `distrun convert` writes: one path for the result, its backup, the project's
+copy and a project rewritten in place.
+
+- A lock (`locked`): a writing run holds an advisory lock (flock) on the folder it writes
+  into from before it reads its input until its files are written; a second run waits
+  for it (saying so), then reads what the first left. The kernel drops the lock of a
+  killed run: nothing stale is left.
+- Checked first (`write_all`): every target, every backup and every file's content
+  (still the bytes the conversion read: else nothing is written) before the first write.
+- Atomic: each file is written to a temporary file in its own folder, fsynced, given the
+  mode and owner of the file it replaces (a new file: the user's umask) and renamed over
+  it; a symlink is followed (its target is rewritten, the link kept). A backup is made
+  the same way, from the bytes the conversion read, and read back before anything is
+  replaced.
+- One transaction: when several files are replaced, a journal holding their original
+  bytes is written first; on any failure the files already replaced are put back. A run
+  killed mid-way leaves the journal, and the next writing run in that folder puts the
+  originals back before it starts (`recover`).
+- Leftovers: temporary files and folders are named `.NAME.distrun-PID-XXXX[.tmp]`; those
+  of a process that is gone are removed by the next run in that folder.
+
+Test hook: DISTRUN_WRITES_STOP_AT=POINT stops the writer (SIGSTOP) at a named point
+(`lock`, `staged`, `backup`, `journal`, `replaced`, `copied`), so that a test can kill
+it exactly there (tests/hardening/test_write_faults.py).
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import errno
+import fcntl
+import hashlib
+import json
+import os
+import re
+import shutil
+import signal
+import stat
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from distrun.errors import InputError
+
+TAG = f"distrun-{os.getpid()}"
+_LEFTOVER = re.compile(r"^\..+\.distrun-(\d+)-[0-9a-f]{6}(\.tmp)?$")
+_JOURNAL = re.compile(r"^\.distrun-convert-(\d+)\.journal$")
+WAIT_S = 120.0
+
+
+def stop_point(name: str) -> None:
+    """The test hook: stop here when DISTRUN_WRITES_STOP_AT names this point."""
+    if os.environ.get("DISTRUN_WRITES_STOP_AT") == name:
+        os.kill(os.getpid(), signal.SIGSTOP)
+
+
+def temp_name(folder: Path, name: str, suffix: str = ".tmp") -> Path:
+    """A fresh temporary name in `folder` that a later run recognises as this run's."""
+    return folder / f".{name}.{TAG}-{os.urandom(3).hex()}{suffix}"
+
+
+def new_mode(directory: bool = False) -> int:
+    """The mode a new file (or folder) gets under the user's umask."""
+    mask = os.umask(0)
+    os.umask(mask)
+    return (0o777 if directory else 0o666) & ~mask
+
+
+@dataclass
+class Held:
+    """A lock held by `locked`: the folder, and what was cleaned up when it was taken."""
+
+    folder: Path
+    cleaned: list[str] = field(default_factory=list)
+
+
+@contextlib.contextmanager
+def locked(folder: Path, on_wait: Callable[[str], None] | None = None,
+           wait_s: float = WAIT_S, deep: bool = False) -> Iterator[Held]:
+    """Hold the lock on `folder` (its nearest existing parent) while the body runs; on
+    taking it, undo what a killed run left there (in sub-folders too with `deep`)."""
+    while not folder.is_dir() and folder != folder.parent:
+        folder = folder.parent
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:  # an unreadable folder: writing there fails later, clearly
+        yield Held(folder)
+        return
+    try:
+        _take(fd, folder, on_wait, wait_s)
+        stop_point("lock")
+        held = Held(folder)
+        held.cleaned = recover(folder, deep)
+        yield held
+    finally:
+        os.close(fd)  # releases the lock
+
+
+def _take(fd: int, folder: Path, on_wait: Callable[[str], None] | None, wait_s: float) -> None:
+    deadline = time.monotonic() + wait_s
+    told = False
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return
+        except OSError as err:
+            if err.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+                return  # a filesystem without locks: go on unlocked
+        if not told and on_wait is not None:
+            on_wait(f"another distrun convert is writing in {folder}: waiting for it")
+            told = True
+        if time.monotonic() > deadline:
+            raise InputError(f"another distrun convert is still writing in {folder} after "
+                             f"{wait_s:.0f} s: nothing written",
+                             "let it finish (or stop it), then run this again")
+        time.sleep(0.05)
+
+
+def _alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True
+    return True
+
+
+def recover(folder: Path, deep: bool = False) -> list[str]:
+    """Undo what killed runs left in `folder`: their journals (the originals are put back)
+    and their temporary files and folders. What was done, one line each."""
+    done: list[str] = []
+    folders = [folder]
+    if deep:
+        for sub, dirs, _files in os.walk(folder):
+            dirs[:] = [d for d in dirs if not d.startswith(".") and d != "__pycache__"]
+            folders += [Path(sub) / d for d in dirs]
+    for where in folders:
+        try:
+            names = sorted(os.listdir(where))
+        except OSError:
+            continue
+        for name in names:
+            journal = _JOURNAL.match(name)
+            if journal and not _alive(int(journal.group(1))):
+                done += _roll_back_journal(where / name)
+        for name in names:
+            left = _LEFTOVER.match(name)
+            path = where / name
+            if left and not _alive(int(left.group(1))) and path.exists():
+                if path.is_dir() and not path.is_symlink():
+                    shutil.rmtree(path, ignore_errors=True)
+                else:
+                    path.unlink(missing_ok=True)
+                done.append(f"removed {path}, left by an interrupted distrun convert")
+    return done
+
+
+def _roll_back_journal(journal: Path) -> list[str]:
+    try:
+        entries = json.loads(journal.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        journal.unlink(missing_ok=True)
+        return [f"removed {journal}, an unfinished journal of an interrupted run (it had "
+                "replaced nothing yet)"]
+    done = []
+    for entry in entries:
+        path, original = Path(entry["path"]), base64.b64decode(entry["original"])
+        current = path.read_bytes() if path.is_file() else None
+        if current is not None and _digest(current) == entry["new"] and current != original:
+            _atomic(path, original, like=path)
+            done.append(f"put back the original {path}: an interrupted distrun convert "
+                        "had replaced it")
+        backup = entry.get("backup")
+        if backup and Path(backup).is_file() and Path(backup).read_bytes() == original \
+                and current != original:
+            Path(backup).unlink()  # made by the interrupted run: the original is back
+    journal.unlink(missing_ok=True)
+    return done
+
+
+def _digest(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _fsync_folder(folder: Path) -> None:
+    with contextlib.suppress(OSError):
+        fd = os.open(folder, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def _atomic(target: Path, data: bytes, like: Path | None = None) -> Path:
+    """Write `data` to a temporary file beside `target` (fsynced, with `like`'s mode,
+    owner and, for a backup, times; else the umask's mode) and rename it over `target`."""
+    tmp = _staged(target, data, like)
+    try:
+        os.replace(tmp, target)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    _fsync_folder(target.parent)
+    return target
+
+
+def _staged(target: Path, data: bytes, like: Path | None, times: bool = False) -> Path:
+    """`data` in a fresh temporary file beside `target`, fsynced, with `like`'s metadata."""
+    tmp = temp_name(target.parent, target.name)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        _copy_meta(like, tmp, times)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    return tmp
+
+
+def _copy_meta(like: Path | None, tmp: Path, times: bool) -> None:
+    try:
+        st = like.stat() if like is not None else None
+    except OSError:
+        st = None
+    if st is None:
+        os.chmod(tmp, new_mode())
+        return
+    os.chmod(tmp, stat.S_IMODE(st.st_mode))
+    if (st.st_uid, st.st_gid) != (os.getuid(), os.getgid()):
+        with contextlib.suppress(OSError):  # only root may give a file away
+            os.chown(tmp, st.st_uid, st.st_gid)
+    if times:
+        os.utime(tmp, ns=(st.st_atime_ns, st.st_mtime_ns))
+
+
+@dataclass
+class _Plan:
+    """One file of a transaction, checked."""
+
+    target: Path  # symlinks followed
+    data: bytes
+    like: Path | None
+    current: bytes | None  # what the target holds now (None: no file yet)
+    backup: Path | None  # the backup to make (None: none, or an identical one is there)
+    tmp: Path | None = None
+    made_backup: bool = False
+    replaced: bool = False
+
+
+def plan(path: str, data: bytes, like: str | None, backup: bool, force: bool,
+         original: bytes | None) -> _Plan | None:
+    """Check one write; None when the target already holds `data`. InputError when it
+    may not or cannot be written."""
+    target = Path(os.path.realpath(path)) if os.path.islink(path) else Path(path)
+    try:
+        st = target.stat()
+    except FileNotFoundError:
+        st = None
+    except OSError as err:
+        raise InputError(f"{path}: cannot write: {err.strerror}") from None
+    if st is not None and stat.S_ISDIR(st.st_mode):
+        raise InputError(f"{path}: is a directory", "give a file name with -o")
+    if st is not None and not stat.S_ISREG(st.st_mode):
+        raise InputError(f"{path}: not a regular file (a pipe or a device): refusing to "
+                         "replace it", "give -o another file name")
+    current = target.read_bytes() if st is not None else None
+    if current == data:
+        return None
+    if original is not None and current != original:
+        raise InputError(f"{path} changed since distrun read it (another program, or "
+                         "another distrun convert, wrote it): nothing written",
+                         "run the command again: it converts what the file holds now")
+    if current is not None and not force:
+        raise InputError(f"{path} already exists", "pass --force to replace it (the old "
+                         f"one is kept as {path}.orig), or choose another -o")
+    to_back_up = None
+    if backup and current is not None:
+        to_back_up = Path(f"{target}.orig")
+        old = to_back_up.read_bytes() if to_back_up.is_file() else None
+        if old == current:
+            to_back_up = None  # the backup there already holds these bytes
+        elif to_back_up.exists() and (old is None or not current.startswith(old)):
+            raise InputError(f"{to_back_up} already exists and holds another file: "
+                             "refusing to replace an earlier backup",
+                             f"compare it with {path} and move it away (mv {to_back_up} "
+                             f"{to_back_up}.old), then run this again")
+        # an empty or truncated copy of the current file (an interrupted run's) is replaced
+    return _Plan(target, data, Path(like) if like else (target if st else None), current,
+                 to_back_up)
+
+
+def write_all(plans: Sequence[_Plan]) -> None:
+    """Write the checked `plans` as one transaction: every file staged and every backup
+    made and read back before the first replace; on any failure (or interruption) the
+    files already replaced are put back and what this run made is removed."""
+    journal: Path | None = None
+    try:
+        for p in plans:
+            _make_folder(p.target.parent)
+            p.tmp = _staged(p.target, p.data, p.like)
+        stop_point("staged")
+        for p in plans:
+            if p.backup is not None and p.current is not None:
+                _back_up(p)
+        stop_point("backup")
+        replacing = [p for p in plans if p.current is not None]
+        if len(plans) > 1 and replacing:
+            journal = _write_journal(plans)
+            stop_point("journal")
+        for p in plans:
+            assert p.tmp is not None
+            os.replace(p.tmp, p.target)
+            p.tmp, p.replaced = None, True
+            stop_point("replaced")
+        for folder in {p.target.parent for p in plans}:
+            _fsync_folder(folder)
+        if journal is not None:
+            journal.unlink()
+    except BaseException as err:
+        _undo(plans, journal)
+        if isinstance(err, OSError):
+            where = getattr(err, "filename", None) or (plans[0].target if plans else "")
+            raise InputError(f"{where}: cannot write: {err.strerror or err}: nothing "
+                             "written (what was replaced is put back)") from None
+        raise
+
+
+def _back_up(p: _Plan) -> None:
+    assert p.backup is not None and p.current is not None
+    tmp = _staged(p.backup, p.current, p.target, times=True)
+    try:
+        if p.backup.exists():  # a truncated copy, checked in `plan`
+            os.replace(tmp, p.backup)
+        else:
+            os.link(tmp, p.backup)  # fails if another run made it meanwhile
+        p.made_backup = True
+    finally:
+        tmp.unlink(missing_ok=True)
+    if p.backup.read_bytes() != p.current:
+        raise OSError(errno.EIO, "the backup does not read back as the original",
+                      str(p.backup))
+
+
+def _write_journal(plans: Sequence[_Plan]) -> Path:
+    folder = Path(os.path.commonpath([str(p.target.parent.resolve()) for p in plans]))
+    journal = folder / f".distrun-convert-{os.getpid()}.journal"
+    entries = [{"path": str(p.target.resolve()), "new": _digest(p.data),
+                "original": base64.b64encode(p.current).decode(),
+                "backup": str(p.backup) if p.made_backup else None}
+               for p in plans if p.current is not None]
+    _atomic(journal, json.dumps(entries).encode())
+    return journal
+
+
+def _undo(plans: Sequence[_Plan], journal: Path | None) -> None:
+    for p in plans:
+        with contextlib.suppress(OSError):
+            if p.tmp is not None:
+                p.tmp.unlink(missing_ok=True)
+            if p.replaced and p.current is not None:
+                _atomic(p.target, p.current, like=p.target)
+            elif p.replaced:
+                p.target.unlink(missing_ok=True)
+            if p.made_backup and p.backup is not None:
+                p.backup.unlink(missing_ok=True)
+    if journal is not None:
+        journal.unlink(missing_ok=True)
+
+
+def _make_folder(folder: Path) -> None:
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise InputError(f"{folder}: cannot make the folder: {err.strerror or err}") from None
+
+
+def lock_folder(source: str, mode: str, output: str | None, project: bool,
+                root: str | None) -> tuple[Path, bool] | None:
+    """The folder a run of `distrun convert` writes into (and whether its sub-folders are
+    written too): the one it locks. None: the mode writes nothing."""
+    if mode == "in-place":
+        entry = Path(os.path.realpath(source))
+        return (Path(root).resolve() if root else entry.parent), project
+    if mode == "file":
+        if output is None:
+            return Path(source).resolve().parent, False
+        out = Path(output)
+        return (out if output.endswith(("/", os.sep)) or out.is_dir() else out.parent), False
+    if mode == "folder":
+        top = Path(root).resolve() if root else Path(source).resolve().parent
+        return ((Path(output) if output.endswith(("/", os.sep)) else Path(output).parent)
+                if output else top.parent), False
+    return None
