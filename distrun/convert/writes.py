@@ -44,7 +44,6 @@ from pathlib import Path
 
 from distrun.errors import InputError
 
-TAG = f"distrun-{os.getpid()}"
 _LEFTOVER = re.compile(r"^\..+\.distrun-(\d+)-[0-9a-f]{6}(\.tmp)?$")
 _JOURNAL = re.compile(r"^\.distrun-convert-(\d+)\.journal$")
 WAIT_S = 120.0
@@ -58,7 +57,7 @@ def stop_point(name: str) -> None:
 
 def temp_name(folder: Path, name: str, suffix: str = ".tmp") -> Path:
     """A fresh temporary name in `folder` that a later run recognises as this run's."""
-    return folder / f".{name}.{TAG}-{os.urandom(3).hex()}{suffix}"
+    return folder / f".{name}.distrun-{os.getpid()}-{os.urandom(3).hex()}{suffix}"
 
 
 def new_mode(directory: bool = False) -> int:
