@@ -12,12 +12,15 @@ copy and a project rewritten in place.
   it; a symlink is followed (its target is rewritten, the link kept). A backup is made
   the same way, from the bytes the conversion read, and read back before anything is
   replaced.
-- One transaction: when several files are replaced, a journal holding their original
-  bytes is written first; on any failure the files already replaced are put back. A run
-  killed mid-way leaves the journal, and the next writing run in that folder puts the
-  originals back before it starts (`recover`).
+- One transaction: each file to replace keeps a second name (a hard link: the original
+  itself, no copy) until the end; when several files are replaced, a journal naming them
+  is written first. On any failure the files already replaced are put back from those
+  links. A run killed mid-way leaves the journal, and the next writing run in that folder
+  puts the originals back before it starts (`recover`).
 - Leftovers: temporary files and folders are named `.NAME.distrun-PID-XXXX[.tmp]`; those
-  of a process that is gone are removed by the next run in that folder.
+  of a process that is gone are removed by the next run in that folder. Those of distrun
+  before this module (`.NAME.XXXXXXXX.tmp`, `.proj_ddp.XXXXXXXX`) are named, with the
+  command that removes them.
 
 Test hook: DISTRUN_WRITES_STOP_AT=POINT stops the writer (SIGSTOP) at a named point
 (`lock`, `staged`, `backup`, `journal`, `replaced`, `copied`), so that a test can kill
@@ -26,7 +29,6 @@ it exactly there (tests/hardening/test_write_faults.py).
 
 from __future__ import annotations
 
-import base64
 import contextlib
 import errno
 import fcntl
@@ -34,6 +36,7 @@ import hashlib
 import json
 import os
 import re
+import shlex
 import shutil
 import signal
 import stat
@@ -46,6 +49,9 @@ from distrun.errors import InputError
 
 _LEFTOVER = re.compile(r"^\..+\.distrun-(\d+)-[0-9a-f]{6}(\.tmp)?$")
 _JOURNAL = re.compile(r"^\.distrun-convert-(\d+)\.journal$")
+# what distrun before the write path left (mkstemp's and mkdtemp's names): named, not removed
+_OLD_TEMP = re.compile(r"^\.(.+)\.[a-z0-9_]{8}\.tmp$")
+_OLD_STAGING = re.compile(r"^\.(.+_(?:ddp|accelerate|deepspeed|fsdp))\.[a-z0-9_]{8}$")
 WAIT_S = 120.0
 
 
@@ -156,7 +162,18 @@ def recover(folder: Path, deep: bool = False) -> list[str]:
                 else:
                     path.unlink(missing_ok=True)
                 done.append(f"removed {path}, left by an interrupted distrun convert")
+            elif _old_leftover(where, name):
+                done.append(f"{path} looks left by an interrupted older distrun convert: "
+                            f"remove it with: rm -r {shlex.quote(str(path))}")
     return done
+
+
+def _old_leftover(folder: Path, name: str) -> bool:
+    temp = _OLD_TEMP.match(name)
+    if temp is not None:
+        return (folder / temp.group(1)).is_file()
+    staging = _OLD_STAGING.match(name)
+    return staging is not None and (folder / name).is_dir()
 
 
 def _roll_back_journal(journal: Path) -> list[str]:
@@ -168,16 +185,26 @@ def _roll_back_journal(journal: Path) -> list[str]:
                 "replaced nothing yet)"]
     done = []
     for entry in entries:
-        path, original = Path(entry["path"]), base64.b64decode(entry["original"])
-        current = path.read_bytes() if path.is_file() else None
-        if current is not None and _digest(current) == entry["new"] and current != original:
-            _atomic(path, original, like=path)
-            done.append(f"put back the original {path}: an interrupted distrun convert "
-                        "had replaced it")
-        backup = entry.get("backup")
-        if backup and Path(backup).is_file() and Path(backup).read_bytes() == original \
-                and current != original:
-            Path(backup).unlink()  # made by the interrupted run: the original is back
+        path, original = Path(entry["path"]), entry["original"]
+        current = _digest(path.read_bytes()) if path.is_file() else None
+        if current is None or current != entry["new"]:
+            continue  # not replaced (or changed since): left as it is
+        keep = Path(entry["keep"])
+        backup = Path(entry["backup"]) if entry.get("backup") else None
+        if keep.is_file() and _digest(keep.read_bytes()) == original:
+            os.replace(keep, path)  # the original file itself, its mode and owner
+        elif backup is not None and backup.is_file() and \
+                _digest(backup.read_bytes()) == original:
+            _atomic(path, backup.read_bytes(), like=backup)
+        else:
+            done.append(f"{path} was replaced by an interrupted distrun convert and its "
+                        f"original is lost: look for {path}.orig")
+            continue
+        done.append(f"put back the original {path}: an interrupted distrun convert had "
+                    "replaced it")
+        if backup is not None and backup.is_file():
+            backup.unlink()  # made by the interrupted run: the original is back
+    _fsync_folder(journal.parent)
     journal.unlink(missing_ok=True)
     return done
 
@@ -250,6 +277,7 @@ class _Plan:
     current: bytes | None  # what the target holds now (None: no file yet)
     backup: Path | None  # the backup to make (None: none, or an identical one is there)
     tmp: Path | None = None
+    keep: Path | None = None  # a hard link to the original until the end: the way back
     made_backup: bool = False
     replaced: bool = False
 
@@ -311,6 +339,8 @@ def write_all(plans: Sequence[_Plan]) -> None:
                 _back_up(p)
         stop_point("backup")
         replacing = [p for p in plans if p.current is not None]
+        for p in replacing:
+            p.keep = _hard_link(p.target)
         if len(plans) > 1 and replacing:
             journal = _write_journal(plans)
             stop_point("journal")
@@ -323,6 +353,9 @@ def write_all(plans: Sequence[_Plan]) -> None:
             _fsync_folder(folder)
         if journal is not None:
             journal.unlink()
+        for p in replacing:
+            if p.keep is not None:
+                p.keep.unlink(missing_ok=True)
     except BaseException as err:
         _undo(plans, journal)
         if isinstance(err, OSError):
@@ -348,12 +381,23 @@ def _back_up(p: _Plan) -> None:
                       str(p.backup))
 
 
+def _hard_link(target: Path) -> Path | None:
+    """A second name for the file about to be replaced (no data copied, so it works on a
+    full disk too); None where the filesystem has no hard links."""
+    keep = temp_name(target.parent, target.name)
+    try:
+        os.link(target, keep)
+    except OSError:
+        return None
+    return keep
+
+
 def _write_journal(plans: Sequence[_Plan]) -> Path:
     folder = Path(os.path.commonpath([str(p.target.parent.resolve()) for p in plans]))
     journal = folder / f".distrun-convert-{os.getpid()}.journal"
     entries = [{"path": str(p.target.resolve()), "new": _digest(p.data),
-                "original": base64.b64encode(p.current).decode(),
-                "backup": str(p.backup) if p.made_backup else None}
+                "original": _digest(p.current), "keep": str(p.keep),
+                "backup": str(p.backup.resolve()) if p.made_backup and p.backup else None}
                for p in plans if p.current is not None]
     _atomic(journal, json.dumps(entries).encode())
     return journal
@@ -364,12 +408,17 @@ def _undo(plans: Sequence[_Plan], journal: Path | None) -> None:
         with contextlib.suppress(OSError):
             if p.tmp is not None:
                 p.tmp.unlink(missing_ok=True)
-            if p.replaced and p.current is not None:
+            if p.replaced and p.keep is not None:
+                os.replace(p.keep, p.target)
+                p.keep = None
+            elif p.replaced and p.current is not None:
                 _atomic(p.target, p.current, like=p.target)
             elif p.replaced:
                 p.target.unlink(missing_ok=True)
             if p.made_backup and p.backup is not None:
                 p.backup.unlink(missing_ok=True)
+            if p.keep is not None:
+                p.keep.unlink(missing_ok=True)
     if journal is not None:
         journal.unlink(missing_ok=True)
 

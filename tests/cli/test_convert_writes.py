@@ -147,3 +147,12 @@ def test_the_notebook_itself_is_not_replaced_even_with_force(work: Path) -> None
     assert_error(run("convert", "nb.ipynb", "-o", "nb.ipynb", "--force"))
     assert_error(run("convert", "nb.ipynb", "-o", "./nb.ipynb", "--force"))
     assert nb.read_bytes() == before
+
+
+def test_an_older_runs_leftovers_are_named_with_the_command(work: Path) -> None:
+    old = work / ".train.py.k2j4_x9q.tmp"
+    old.write_text("half")
+    result = run("convert", "train.py", "--in-place")
+    assert result.exit_code == 0
+    assert f"remove it with: rm -r {old}" in result.stderr
+    assert old.exists()
