@@ -123,7 +123,7 @@ def _locked(request: ConvertRequest) -> Iterator[list[str]]:
     there is undone first (the lines saying so)."""
     from pathlib import Path
 
-    from distrun.convert.writes import lock_folder, locked
+    from distrun.convert.write_lock import lock_folder, locked
 
     where = lock_folder(request.source, request.mode, request.output,
                         request.kind == "project", request.root)

@@ -1,10 +1,8 @@
 """Every file `distrun convert` writes: one path for the result, its backup, the project's
 copy and a project rewritten in place.
 
-- A lock (`locked`): a writing run holds an advisory lock (flock) on the folder it writes
-  into from before it reads its input until its files are written; a second run waits
-  for it (saying so), then reads what the first left. The kernel drops the lock of a
-  killed run: nothing stale is left.
+- A lock: distrun.convert.write_lock (held from before the input is read; a killed run's
+  leftovers undone when it is taken).
 - Checked first (`write_all`): every target, every backup and every file's content
   (still the bytes the conversion read: else nothing is written) before the first write.
 - Atomic: each file is written to a temporary file in its own folder, fsynced, given the
@@ -16,7 +14,7 @@ copy and a project rewritten in place.
   itself, no copy) until the end; when several files are replaced, a journal naming them
   is written first. On any failure the files already replaced are put back from those
   links. A run killed mid-way leaves the journal, and the next writing run in that folder
-  puts the originals back before it starts (`recover`).
+  puts the originals back before it starts (write_lock.recover).
 - Leftovers: temporary files and folders are named `.NAME.distrun-PID-XXXX[.tmp]`; those
   of a process that is gone are removed by the next run in that folder. Those of distrun
   before this module (`.NAME.XXXXXXXX.tmp`, `.proj_ddp.XXXXXXXX`) are named, with the
@@ -31,28 +29,16 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import fcntl
 import hashlib
 import json
 import os
-import re
-import shlex
-import shutil
 import signal
 import stat
-import time
-from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from distrun.errors import InputError
-
-_LEFTOVER = re.compile(r"^\..+\.distrun-(\d+)-[0-9a-f]{6}(\.tmp)?$")
-_JOURNAL = re.compile(r"^\.distrun-convert-(\d+)\.journal$")
-# what distrun before the write path left (mkstemp's and mkdtemp's names): named, not removed
-_OLD_TEMP = re.compile(r"^\.(.+)\.[a-z0-9_]{8}\.tmp$")
-_OLD_STAGING = re.compile(r"^\.(.+_(?:ddp|accelerate|deepspeed|fsdp))\.[a-z0-9_]{8}$")
-WAIT_S = 120.0
 
 
 def stop_point(name: str) -> None:
@@ -73,147 +59,11 @@ def new_mode(directory: bool = False) -> int:
     return (0o777 if directory else 0o666) & ~mask
 
 
-@dataclass
-class Held:
-    """A lock held by `locked`: the folder, and what was cleaned up when it was taken."""
-
-    folder: Path
-    cleaned: list[str] = field(default_factory=list)
-
-
-@contextlib.contextmanager
-def locked(folder: Path, on_wait: Callable[[str], None] | None = None,
-           wait_s: float = WAIT_S, deep: bool = False) -> Iterator[Held]:
-    """Hold the lock on `folder` (its nearest existing parent) while the body runs; on
-    taking it, undo what a killed run left there (in sub-folders too with `deep`)."""
-    while not folder.is_dir() and folder != folder.parent:
-        folder = folder.parent
-    try:
-        fd = os.open(folder, os.O_RDONLY)
-    except OSError:  # an unreadable folder: writing there fails later, clearly
-        yield Held(folder)
-        return
-    try:
-        _take(fd, folder, on_wait, wait_s)
-        stop_point("lock")
-        held = Held(folder)
-        held.cleaned = recover(folder, deep)
-        yield held
-    finally:
-        os.close(fd)  # releases the lock
-
-
-def _take(fd: int, folder: Path, on_wait: Callable[[str], None] | None, wait_s: float) -> None:
-    deadline = time.monotonic() + wait_s
-    told = False
-    while True:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            return
-        except OSError as err:
-            if err.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
-                return  # a filesystem without locks: go on unlocked
-        if not told and on_wait is not None:
-            on_wait(f"another distrun convert is writing in {folder}: waiting for it")
-            told = True
-        if time.monotonic() > deadline:
-            raise InputError(f"another distrun convert is still writing in {folder} after "
-                             f"{wait_s:.0f} s: nothing written",
-                             "let it finish (or stop it), then run this again")
-        time.sleep(0.05)
-
-
-def _alive(pid: int) -> bool:
-    if pid == os.getpid():
-        return True
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:
-        return True
-    return True
-
-
-def recover(folder: Path, deep: bool = False) -> list[str]:
-    """Undo what killed runs left in `folder`: their journals (the originals are put back)
-    and their temporary files and folders. What was done, one line each."""
-    done: list[str] = []
-    folders = [folder]
-    if deep:
-        for sub, dirs, _files in os.walk(folder):
-            dirs[:] = [d for d in dirs if not d.startswith(".") and d != "__pycache__"]
-            folders += [Path(sub) / d for d in dirs]
-    for where in folders:
-        try:
-            names = sorted(os.listdir(where))
-        except OSError:
-            continue
-        for name in names:
-            journal = _JOURNAL.match(name)
-            if journal and not _alive(int(journal.group(1))):
-                done += _roll_back_journal(where / name)
-        for name in names:
-            left = _LEFTOVER.match(name)
-            path = where / name
-            if left and not _alive(int(left.group(1))) and path.exists():
-                if path.is_dir() and not path.is_symlink():
-                    shutil.rmtree(path, ignore_errors=True)
-                else:
-                    path.unlink(missing_ok=True)
-                done.append(f"removed {path}, left by an interrupted distrun convert")
-            elif _old_leftover(where, name):
-                done.append(f"{path} looks left by an interrupted older distrun convert: "
-                            f"remove it with: rm -r {shlex.quote(str(path))}")
-    return done
-
-
-def _old_leftover(folder: Path, name: str) -> bool:
-    temp = _OLD_TEMP.match(name)
-    if temp is not None:
-        return (folder / temp.group(1)).is_file()
-    staging = _OLD_STAGING.match(name)
-    return staging is not None and (folder / name).is_dir()
-
-
-def _roll_back_journal(journal: Path) -> list[str]:
-    try:
-        entries = json.loads(journal.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        journal.unlink(missing_ok=True)
-        return [f"removed {journal}, an unfinished journal of an interrupted run (it had "
-                "replaced nothing yet)"]
-    done = []
-    for entry in entries:
-        path, original = Path(entry["path"]), entry["original"]
-        current = _digest(path.read_bytes()) if path.is_file() else None
-        if current is None or current != entry["new"]:
-            continue  # not replaced (or changed since): left as it is
-        keep = Path(entry["keep"])
-        backup = Path(entry["backup"]) if entry.get("backup") else None
-        if keep.is_file() and _digest(keep.read_bytes()) == original:
-            os.replace(keep, path)  # the original file itself, its mode and owner
-        elif backup is not None and backup.is_file() and \
-                _digest(backup.read_bytes()) == original:
-            _atomic(path, backup.read_bytes(), like=backup)
-        else:
-            done.append(f"{path} was replaced by an interrupted distrun convert and its "
-                        f"original is lost: look for {path}.orig")
-            continue
-        done.append(f"put back the original {path}: an interrupted distrun convert had "
-                    "replaced it")
-        if backup is not None and backup.is_file():
-            backup.unlink()  # made by the interrupted run: the original is back
-    _fsync_folder(journal.parent)
-    journal.unlink(missing_ok=True)
-    return done
-
-
-def _digest(data: bytes) -> str:
+def digest(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def _fsync_folder(folder: Path) -> None:
+def fsync_folder(folder: Path) -> None:
     with contextlib.suppress(OSError):
         fd = os.open(folder, os.O_RDONLY)
         try:
@@ -222,7 +72,7 @@ def _fsync_folder(folder: Path) -> None:
             os.close(fd)
 
 
-def _atomic(target: Path, data: bytes, like: Path | None = None) -> Path:
+def atomic(target: Path, data: bytes, like: Path | None = None) -> Path:
     """Write `data` to a temporary file beside `target` (fsynced, with `like`'s mode,
     owner and, for a backup, times; else the umask's mode) and rename it over `target`."""
     tmp = _staged(target, data, like)
@@ -231,7 +81,7 @@ def _atomic(target: Path, data: bytes, like: Path | None = None) -> Path:
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
-    _fsync_folder(target.parent)
+    fsync_folder(target.parent)
     return target
 
 
@@ -350,7 +200,7 @@ def write_all(plans: Sequence[_Plan]) -> None:
             p.tmp, p.replaced = None, True
             stop_point("replaced")
         for folder in {p.target.parent for p in plans}:
-            _fsync_folder(folder)
+            fsync_folder(folder)
         if journal is not None:
             journal.unlink()
         for p in replacing:
@@ -372,13 +222,26 @@ def _back_up(p: _Plan) -> None:
         if p.backup.exists():  # a truncated copy, checked in `plan`
             os.replace(tmp, p.backup)
         else:
-            os.link(tmp, p.backup)  # fails if another run made it meanwhile
+            _link_new(tmp, p.backup)
         p.made_backup = True
     finally:
         tmp.unlink(missing_ok=True)
     if p.backup.read_bytes() != p.current:
         raise OSError(errno.EIO, "the backup does not read back as the original",
                       str(p.backup))
+
+
+def _link_new(tmp: Path, path: Path) -> None:
+    """Give `tmp` the name `path`, which must not exist (a hard link fails if another run
+    made it meanwhile; where the filesystem has none, a check and a rename)."""
+    try:
+        os.link(tmp, path)
+    except OSError as err:
+        if err.errno not in (errno.EPERM, errno.ENOTSUP, errno.EXDEV, errno.EMLINK):
+            raise
+        if path.exists():
+            raise
+        os.replace(tmp, path)
 
 
 def _hard_link(target: Path) -> Path | None:
@@ -395,11 +258,11 @@ def _hard_link(target: Path) -> Path | None:
 def _write_journal(plans: Sequence[_Plan]) -> Path:
     folder = Path(os.path.commonpath([str(p.target.parent.resolve()) for p in plans]))
     journal = folder / f".distrun-convert-{os.getpid()}.journal"
-    entries = [{"path": str(p.target.resolve()), "new": _digest(p.data),
-                "original": _digest(p.current), "keep": str(p.keep),
+    entries = [{"path": str(p.target.resolve()), "new": digest(p.data),
+                "original": digest(p.current), "keep": str(p.keep),
                 "backup": str(p.backup.resolve()) if p.made_backup and p.backup else None}
                for p in plans if p.current is not None]
-    _atomic(journal, json.dumps(entries).encode())
+    atomic(journal, json.dumps(entries).encode())
     return journal
 
 
@@ -412,7 +275,7 @@ def _undo(plans: Sequence[_Plan], journal: Path | None) -> None:
                 os.replace(p.keep, p.target)
                 p.keep = None
             elif p.replaced and p.current is not None:
-                _atomic(p.target, p.current, like=p.target)
+                atomic(p.target, p.current, like=p.target)
             elif p.replaced:
                 p.target.unlink(missing_ok=True)
             if p.made_backup and p.backup is not None:
@@ -428,22 +291,3 @@ def _make_folder(folder: Path) -> None:
         folder.mkdir(parents=True, exist_ok=True)
     except OSError as err:
         raise InputError(f"{folder}: cannot make the folder: {err.strerror or err}") from None
-
-
-def lock_folder(source: str, mode: str, output: str | None, project: bool,
-                root: str | None) -> tuple[Path, bool] | None:
-    """The folder a run of `distrun convert` writes into (and whether its sub-folders are
-    written too): the one it locks. None: the mode writes nothing."""
-    if mode == "in-place":
-        entry = Path(os.path.realpath(source))
-        return (Path(root).resolve() if root else entry.parent), project
-    if mode == "file":
-        if output is None:
-            return Path(source).resolve().parent, False
-        out = Path(output)
-        return (out if output.endswith(("/", os.sep)) or out.is_dir() else out.parent), False
-    if mode == "folder":
-        top = Path(root).resolve() if root else Path(source).resolve().parent
-        return ((Path(output) if output.endswith(("/", os.sep)) else Path(output).parent)
-                if output else top.parent), False
-    return None
