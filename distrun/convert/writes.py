@@ -179,23 +179,28 @@ def write_all(plans: Sequence[_Plan]) -> None:
     made and read back before the first replace; on any failure (or interruption) the
     files already replaced are put back and what this run made is removed."""
     journal: Path | None = None
+    doing: Path | None = None  # what an error names
     try:
         for p in plans:
+            doing = p.target
             _make_folder(p.target.parent)
             p.tmp = _staged(p.target, p.data, p.like)
         stop_point("staged")
         for p in plans:
             if p.backup is not None and p.current is not None:
+                doing = p.backup
                 _back_up(p)
         stop_point("backup")
         replacing = [p for p in plans if p.current is not None]
         for p in replacing:
             p.keep = _hard_link(p.target)
         if len(plans) > 1 and replacing:
+            doing = plans[0].target.parent
             journal = _write_journal(plans)
             stop_point("journal")
         for p in plans:
             assert p.tmp is not None
+            doing = p.target
             os.replace(p.tmp, p.target)
             p.tmp, p.replaced = None, True
             stop_point("replaced")
@@ -207,11 +212,12 @@ def write_all(plans: Sequence[_Plan]) -> None:
             if p.keep is not None:
                 p.keep.unlink(missing_ok=True)
     except BaseException as err:
+        put_back = any(p.replaced for p in plans)
         _undo(plans, journal)
         if isinstance(err, OSError):
-            where = getattr(err, "filename", None) or (plans[0].target if plans else "")
-            raise InputError(f"{where}: cannot write: {err.strerror or err}: nothing "
-                             "written (what was replaced is put back)") from None
+            raise InputError(f"{doing}: cannot write: {err.strerror or err}: nothing written"
+                             + (" (the files already replaced are put back)" if put_back
+                                else "")) from None
         raise
 
 

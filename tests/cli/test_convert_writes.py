@@ -75,7 +75,7 @@ def test_a_failure_mid_project_puts_back_what_was_replaced(
 
     monkeypatch.setattr(os, "replace", failing)
     err = assert_error(run("convert", "proj/train.py", "--in-place"))
-    assert "No space left on device" in err and "put back" in err
+    assert "utils.py: cannot write: No space left on device" in err and "put back" in err
     monkeypatch.setattr(os, "replace", real)
     assert snapshot(proj) == before
     result = run("convert", "proj/train.py", "--in-place")  # the next run converts both

@@ -23,6 +23,7 @@ import os
 import random
 import signal
 import subprocess
+import sys
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -65,6 +66,8 @@ def _fork(args: list[str], cwd: Path, stop_at: str | None = None,
         os.dup2(out, 1)
         log = os.open(f"/tmp/.distrun-fault-{os.getpid()}.err", os.O_WRONLY | os.O_CREAT, 0o600)
         os.dup2(log, 2)
+        sys.stdout = open(1, "w", closefd=False)  # noqa: SIM115 (pytest's capture is not fd 1)
+        sys.stderr = open(2, "w", buffering=1, closefd=False)  # noqa: SIM115
         if gate is not None:
             os.read(gate, 1)
         try:
@@ -73,6 +76,9 @@ def _fork(args: list[str], cwd: Path, stop_at: str | None = None,
         except SystemExit as exc:
             code = exc.code if isinstance(exc.code, int) else 1
     finally:
+        with contextlib.suppress(Exception):
+            sys.stdout.flush()
+            sys.stderr.flush()
         os._exit(code)
 
 
