@@ -1,7 +1,7 @@
 """Reading scripts faithfully and writing results safely.
 
 Scripts are decoded as Python itself would (a BOM or a coding line), their line
-endings kept; results are written through distrun.convert.writes (a temporary file in
+endings kept; results are written through distrun.writes (a temporary file in
 the target's folder renamed over it, the files of one run as one transaction), and an
 existing file is kept as FILE.orig before it is replaced.
 
@@ -104,7 +104,7 @@ def same_file(a: str, b: str) -> bool:
 def needs_writing(target: str, data: bytes, force: bool = False) -> bool:
     """False when `target` already holds `data`; InputError when it cannot or may not be
     replaced (a folder, a pipe, or another content without `force`)."""
-    from distrun.convert.writes import plan
+    from distrun.writes import plan
 
     return plan(target, data, None, False, force, None) is not None
 
@@ -131,9 +131,9 @@ class FileWrite:
 
 
 def write_files(writes: Sequence[FileWrite]) -> None:
-    """Write every file as one transaction (distrun.convert.writes): all checked before
+    """Write every file as one transaction (distrun.writes): all checked before
     the first write, each atomic, the replaced ones put back on any failure."""
-    from distrun.convert.writes import plan, write_all
+    from distrun.writes import plan, write_all
 
     plans = [plan(w.path, w.data, w.like, w.backup, w.force, w.original) for w in writes]
     write_all([p for p in plans if p is not None])

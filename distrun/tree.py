@@ -1,7 +1,7 @@
 """Writing a converted project: a copy of its folder with the converted files in place.
 
 The copy is built in a temporary folder beside the destination (named as
-distrun.convert.writes names its temporary files, so that a killed run's is removed by the
+distrun.writes names its temporary files, so that a killed run's is removed by the
 next) and renamed over it at the end, so a failure leaves nothing half-written; an
 existing destination is replaced only when asked, and is then kept as DEST.orig. What is
 not copied: version control and cache folders, virtual environments, files over 16 MiB
@@ -21,8 +21,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from distrun.convert.writes import new_mode, stop_point, temp_name
 from distrun.errors import InputError
+from distrun.writes import new_mode, stop_point, temp_name
 
 SKIP_DIRS = frozenset({".git", ".hg", ".svn", "__pycache__", ".mypy_cache", ".pytest_cache",
                        ".ruff_cache", ".tox", ".nox", ".ipynb_checkpoints", "node_modules",

@@ -101,16 +101,21 @@ def convert(script: str, output: str | None, in_place: bool, no_backup: bool, sh
         raise InputError(str(err), "add the --to it applies to, or leave the option "
                          "out") from None
     _exists(script)
-    kind = detect_input(script, root)
-    if mode == "file" and kind == "project":
-        mode = "folder"
-    request = ConvertRequest(script, kind, mode, output=None if output == "-" else output,
-                             force=force, backup=not no_backup, root=root,
-                             report_format="json" if report_format == "json" else "text",
-                             options=options)
-    with _locked(request) as cleaned:
-        outcome = convert_request(request)
-        left_out = write_outcome(outcome)
+    try:
+        kind = detect_input(script, root)
+        if mode == "file" and kind == "project":
+            mode = "folder"
+        request = ConvertRequest(script, kind, mode, output=None if output == "-" else output,
+                                 force=force, backup=not no_backup, root=root,
+                                 report_format="json" if report_format == "json" else "text",
+                                 options=options)
+        with _locked(request) as cleaned:
+            outcome = convert_request(request)
+            left_out = write_outcome(outcome)
+    except RecursionError:  # code nested deeper than a reader of the source can follow
+        raise InputError(f"{script} (or a module it imports): code nested too deeply to be "
+                         "read: nothing written", "split the most deeply nested expression "
+                         "or block into parts") from None
     for line in cleaned:
         click.echo(f"distrun: {line}", err=True)
     return show(outcome, left_out)
@@ -118,12 +123,12 @@ def convert(script: str, output: str | None, in_place: bool, no_backup: bool, sh
 
 @contextmanager
 def _locked(request: ConvertRequest) -> Iterator[list[str]]:
-    """Hold the lock on the folder the run writes into (distrun.convert.writes), from
+    """Hold the lock on the folder the run writes into (distrun.writes), from
     before the input is read until the result is written; what a killed run had left
     there is undone first (the lines saying so)."""
     from pathlib import Path
 
-    from distrun.convert.write_lock import lock_folder, locked
+    from distrun.write_lock import lock_folder, locked
 
     where = lock_folder(request.source, request.mode, request.output,
                         request.kind == "project", request.root)

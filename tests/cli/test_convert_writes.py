@@ -1,4 +1,4 @@
-"""What `distrun convert` writes (distrun/convert/writes.py), issue 27: a backup that is
+"""What `distrun convert` writes (distrun/writes.py), issue 27: a backup that is
 the bytes read, a project rewritten in place as one transaction, symlinks followed, the
 user's umask and owner kept, pipes refused, a killed run's leftovers undone. The fault
 injection (kills, two runs at once, a full disk) is tests/hardening/test_write_faults.py.
@@ -156,3 +156,9 @@ def test_an_older_runs_leftovers_are_named_with_the_command(work: Path) -> None:
     assert result.exit_code == 0
     assert f"remove it with: rm -r {old}" in result.stderr
     assert old.exists()
+
+
+def test_code_nested_too_deeply_is_bad_input(work: Path) -> None:
+    (work / "deep.py").write_text("x = " + " + ".join(["1"] * 5000) + "\n")
+    assert "nested too deeply" in assert_error(run("convert", "deep.py", "--in-place"))
+    assert sorted(os.listdir(work)) == ["deep.py", "train.py"]

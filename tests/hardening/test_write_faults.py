@@ -1,4 +1,4 @@
-"""Fault injection on what `distrun convert` writes (distrun/convert/writes.py, issue 27).
+"""Fault injection on what `distrun convert` writes (distrun/writes.py, issue 27).
 
 - Two `--in-place` runs started together, 20 times: the original always ends in
   `r.py.orig`, the converted script in `r.py`; the second run waits for the first (then

@@ -1,7 +1,7 @@
 """Every file `distrun convert` writes: one path for the result, its backup, the project's
 copy and a project rewritten in place.
 
-- A lock: distrun.convert.write_lock (held from before the input is read; a killed run's
+- A lock: distrun.write_lock (held from before the input is read; a killed run's
   leftovers undone when it is taken).
 - Checked first (`write_all`): every target, every backup and every file's content
   (still the bytes the conversion read: else nothing is written) before the first write.

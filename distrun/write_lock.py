@@ -1,5 +1,5 @@
 """The lock `distrun convert` holds on the folder it writes into, and the undoing of what
-a killed run left there (distrun.convert.writes says how the files are written).
+a killed run left there (distrun.writes says how the files are written).
 
 A writing run holds an advisory lock (flock) on that folder from before it reads its
 input until its files are written; a second run waits for it (saying so), then reads what
@@ -25,8 +25,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from distrun.convert.writes import atomic, digest, fsync_folder, stop_point
 from distrun.errors import InputError
+from distrun.writes import atomic, digest, fsync_folder, stop_point
 
 _LEFTOVER = re.compile(r"^\..+\.distrun-(\d+)-[0-9a-f]{6}(\.tmp)?$")
 _JOURNAL = re.compile(r"^\.distrun-convert-(\d+)\.journal$")
