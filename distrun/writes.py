@@ -136,6 +136,15 @@ def plan(path: str, data: bytes, like: str | None, backup: bool, force: bool,
          original: bytes | None) -> _Plan | None:
     """Check one write; None when the target already holds `data`. InputError when it
     may not or cannot be written."""
+    try:
+        return _plan(path, data, like, backup, force, original)
+    except OSError as err:
+        raise InputError(f"{err.filename or path}: cannot read it to replace it: "
+                         f"{err.strerror or err}: nothing written") from None
+
+
+def _plan(path: str, data: bytes, like: str | None, backup: bool, force: bool,
+          original: bytes | None) -> _Plan | None:
     target = Path(os.path.realpath(path)) if os.path.islink(path) else Path(path)
     try:
         st = target.stat()
