@@ -1,9 +1,9 @@
 """Reading scripts faithfully and writing results safely.
 
 Scripts are decoded as Python itself would (a BOM or a coding line), their line
-endings kept; results are written to a temporary file in the target's folder and
-renamed over it, so a failure never leaves a half-written file, and an existing
-file is kept as FILE.orig before it is replaced.
+endings kept; results are written through distrun.writes (a temporary file in
+the target's folder renamed over it, the files of one run as one transaction), and an
+existing file is kept as FILE.orig before it is replaced.
 
 Where a result goes (`output_file`): `-o` as given, or, when it names an existing folder
 or ends in `/`, the default file name inside that folder; a missing folder on the way is
@@ -14,8 +14,7 @@ from __future__ import annotations
 
 import io
 import os
-import shutil
-import tempfile
+import stat
 import tokenize
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -29,6 +28,7 @@ class Script:
     text: str
     encoding: str
     bom: bool
+    raw: bytes | None = None  # the bytes read
 
     def encode(self, text: str) -> bytes:
         data = text.encode(self.encoding if self.encoding != "utf-8-sig" else "utf-8")
@@ -47,6 +47,9 @@ def read_script(path: str) -> Script:
         raise InputError(f"{path}: no such file", "check the path")
     if p.is_dir():
         raise InputError(f"{path}: is a directory, not a Python script")
+    if not stat.S_ISREG(p.stat().st_mode):
+        raise InputError(f"{path}: not a regular file (a pipe or a device), not a Python "
+                         "script", "convert the file itself")
     try:
         data = p.read_bytes()
     except OSError as err:
@@ -62,7 +65,7 @@ def read_script(path: str) -> Script:
     bom = data.startswith(b"\xef\xbb\xbf")
     if bom:
         text = text.removeprefix("\ufeff")
-    return Script(text, encoding, bom)
+    return Script(text, encoding, bom, data)
 
 
 def default_output(script: str, target: str = "ddp") -> str:
@@ -100,80 +103,39 @@ def same_file(a: str, b: str) -> bool:
 
 def needs_writing(target: str, data: bytes, force: bool = False) -> bool:
     """False when `target` already holds `data`; InputError when it cannot or may not be
-    replaced (a folder, or another content without `force`)."""
-    t = Path(target)
-    if t.is_dir():
-        raise InputError(f"{target}: is a directory", "give a file name with -o")
-    if t.exists() and not force:
-        if t.read_bytes() == data:
-            return False
-        raise InputError(f"{target} already exists", "pass --force to replace it "
-                         f"(the old one is kept as {target}.orig), or choose another -o")
-    return True
+    replaced (a folder, a pipe, or another content without `force`)."""
+    from distrun.writes import plan
+
+    return plan(target, data, None, False, force, None) is not None
 
 
 def write_atomic(target: str, data: bytes, like: str | None = None, backup: bool = False,
                  force: bool = False) -> None:
     """Write `data` to `target` atomically; keep an existing target as TARGET.orig if `backup`."""
-    t = Path(target)
-    if not needs_writing(target, data, force):
-        return
-    backup_path = Path(f"{target}.orig")
-    if backup and t.exists() and backup_path.exists():
-        raise InputError(f"{backup_path} already exists: refusing to replace an earlier backup",
-                         "move it away first (or, with --in-place, pass --no-backup)")
-    folder = t.parent if str(t.parent) else Path(".")
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{t.name}.", suffix=".tmp", dir=folder)
-    except OSError as err:
-        raise InputError(f"{target}: cannot write: {err.strerror}") from None
-    made_backup = False
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-        if like is not None and Path(like).exists():
-            shutil.copymode(like, tmp)
-        if backup and t.exists():
-            shutil.copy2(t, backup_path)
-            made_backup = True
-        os.replace(tmp, t)
-    except OSError as err:
-        Path(tmp).unlink(missing_ok=True)
-        if made_backup:  # on any error nothing is written: not even the backup
-            backup_path.unlink(missing_ok=True)
-        raise InputError(f"{target}: cannot write: {err.strerror}") from None
+    write_files([FileWrite(target, data, like=like, backup=backup, force=force)])
 
 
 @dataclass(frozen=True)
 class FileWrite:
     """One file to write: `data` to `path` (with `like`'s permissions, when given); an
     existing different file is replaced only with `force`, and kept as PATH.orig with
-    `backup`."""
+    `backup`. `original`: the bytes the conversion read from `path` (in place): the
+    file must still hold them, and they are what the backup holds."""
 
     path: str
     data: bytes
     like: str | None = None
     backup: bool = False
     force: bool = False
+    original: bytes | None = None
 
 
 def write_files(writes: Sequence[FileWrite]) -> None:
-    """Write every file, each atomically, after checking that each may be written (so a
-    refusal writes none); a missing folder on the way is made."""
-    for write in writes:
-        if needs_writing(write.path, write.data, write.force) and write.backup \
-                and Path(write.path).exists() and Path(f"{write.path}.orig").exists():
-            raise InputError(f"{write.path}.orig already exists: refusing to replace an "
-                             "earlier backup", "move it away first (or, with --in-place, "
-                             "pass --no-backup)")
-    for write in writes:
-        _make_folder(Path(write.path).parent)
-        write_atomic(write.path, write.data, like=write.like, backup=write.backup,
-                     force=write.force)
+    """Write every file as one transaction (distrun.writes): all checked before
+    the first write, each atomic, the replaced ones put back on any failure."""
+    from distrun.writes import plan, write_all
+
+    plans = [plan(w.path, w.data, w.like, w.backup, w.force, w.original) for w in writes]
+    write_all([p for p in plans if p is not None])
 
 
-def _make_folder(folder: Path) -> None:
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-    except OSError as err:
-        raise InputError(f"{folder}: cannot make the folder: {err.strerror or err}") from None

@@ -1,10 +1,12 @@
 """Writing a converted project: a copy of its folder with the converted files in place.
 
-The copy is built in a temporary folder beside the destination and renamed over it at
-the end, so a failure leaves nothing half-written; an existing destination is replaced
-only when asked, and is then kept as DEST.orig. What is not copied: version control and
-cache folders, virtual environments, files over 16 MiB and folders without Python code
-holding over 64 MiB (data sets, checkpoints): they are listed, with how to link them.
+The copy is built in a temporary folder beside the destination (named as
+distrun.writes names its temporary files, so that a killed run's is removed by the
+next) and renamed over it at the end, so a failure leaves nothing half-written; an
+existing destination is replaced only when asked, and is then kept as DEST.orig. What is
+not copied: version control and cache folders, virtual environments, files over 16 MiB
+and folders without Python code holding over 64 MiB (data sets, checkpoints): they are
+listed, with how to link them.
 
 Where the copy goes (`output_folder`): `<folder>_ddp` beside the project's folder; `-o OUT`
 is the copy itself, or, when OUT ends in `/`, the folder the copy `<folder>_ddp` is
@@ -15,12 +17,12 @@ from __future__ import annotations
 
 import os
 import shutil
-import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from distrun.errors import InputError
+from distrun.writes import new_mode, stop_point, temp_name
 
 SKIP_DIRS = frozenset({".git", ".hg", ".svn", "__pycache__", ".mypy_cache", ".pytest_cache",
                        ".ruff_cache", ".tox", ".nox", ".ipynb_checkpoints", "node_modules",
@@ -82,19 +84,24 @@ def write_project(root: Path, out: Path, converted: Mapping[str, bytes],
                          "move it away first")
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
-        staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+        staging = temp_name(out.parent, out.name, suffix="")
+        staging.mkdir(mode=new_mode(directory=True))
+        os.chmod(staging, new_mode(directory=True))
     except OSError as err:
         raise InputError(f"{out}: cannot write: {err.strerror}") from None
     copied = Copied(out)
     try:
         _copy(root, staging, converted, copied, skip={out, staging, backup})
+        stop_point("copied")
         if out.exists():
             out.rename(backup)
             copied.backup = backup
         staging.rename(out)
-    except OSError as err:
+    except BaseException as err:
         shutil.rmtree(staging, ignore_errors=True)
-        raise InputError(f"{out}: cannot write: {err.strerror or err}") from None
+        if isinstance(err, OSError):
+            raise InputError(f"{out}: cannot write: {err.strerror or err}") from None
+        raise
     return copied
 
 

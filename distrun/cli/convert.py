@@ -3,7 +3,8 @@ written and shown, for a script, a project and a notebook alike."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
@@ -13,7 +14,7 @@ from distrun.convert.options import OPTIONS
 from distrun.errors import InputError
 
 if TYPE_CHECKING:
-    from distrun.convert.request import ConvertOutcome, OutputMode
+    from distrun.convert.request import ConvertOutcome, ConvertRequest, OutputMode
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -101,16 +102,44 @@ def convert(script: str, output: str | None, in_place: bool, no_backup: bool, sh
         raise InputError(str(err), "add the --to it applies to, or leave the option "
                          "out") from None
     _exists(script)
-    kind = detect_input(script, root)
-    if mode == "file" and kind == "project":
-        mode = "folder"
-    request = ConvertRequest(script, kind, mode, output=None if output == "-" else output,
-                             force=force, backup=not no_backup, root=root,
-                             report_format="json" if report_format == "json" else "text",
-                             options=options)
-    outcome = convert_request(request)
-    left_out = write_outcome(outcome)
+    try:
+        kind = detect_input(script, root)
+        if mode == "file" and kind == "project":
+            mode = "folder"
+        request = ConvertRequest(script, kind, mode, output=None if output == "-" else output,
+                                 force=force, backup=not no_backup, root=root,
+                                 report_format="json" if report_format == "json" else "text",
+                                 options=options)
+        with _locked(request) as cleaned:
+            outcome = convert_request(request)
+            left_out = write_outcome(outcome)
+    except RecursionError:  # code nested deeper than a reader of the source can follow
+        raise InputError(f"{script} (or a module it imports): code nested too deeply to be "
+                         "read: nothing written", "split the most deeply nested expression "
+                         "or block into parts") from None
+    for line in cleaned:
+        click.echo(f"distrun: {line}", err=True)
     return show(outcome, left_out)
+
+
+@contextmanager
+def _locked(request: ConvertRequest) -> Iterator[list[str]]:
+    """Hold the lock on the folder the run writes into (distrun.writes), from
+    before the input is read until the result is written; what a killed run had left
+    there is undone first (the lines saying so)."""
+    from pathlib import Path
+
+    from distrun.write_lock import lock_folder, locked
+
+    where = lock_folder(request.source, request.mode, request.output,
+                        request.kind == "project", request.root)
+    if where is None:
+        yield []
+        return
+    folder, deep = where
+    with locked(Path(folder), on_wait=lambda line: click.echo(f"distrun: {line}", err=True),
+                deep=deep) as held:
+        yield held.cleaned
 
 
 def _mode(output: str | None, in_place: bool, no_backup: bool, show_diff: bool,
@@ -134,13 +163,17 @@ def _mode(output: str | None, in_place: bool, no_backup: bool, show_diff: bool,
 
 
 def _exists(script: str) -> None:
-    """A SCRIPT that does not exist: the closest name beside it, if one is close."""
+    """A SCRIPT that does not exist: the closest name beside it, if one is close; one
+    that is not a file (a pipe, a device) is refused before anything reads it."""
     from pathlib import Path
 
     from distrun.launch.validate import closest_file
 
     path = Path(script)
     if path.exists():
+        if not path.is_dir() and not path.is_file():  # a pipe would block the read forever
+            raise InputError(f"{script}: not a regular file (a pipe or a device), not a "
+                             "Python script", "convert the file itself")
         return
     close = closest_file(path)
     raise InputError(f"{script}: no such file", f"did you mean {close}?" if close

@@ -192,6 +192,7 @@ def launch(script: str | None, script_args: tuple[str, ...], dry_run: bool, modu
 
     request = _request(config_file, options, env, rdzv_conf, script, script_args, module)
     spec = resolve(request)
+    _check_deepspeed_config(spec)
     shown = _shown(spec, ranks, rank_prefix)
     if no_check and (check or check_steps is not None):
         raise InputError("--no-check and --check/--check-steps contradict each other",
@@ -312,6 +313,18 @@ def _write_json(path: str, record: dict[str, object]) -> None:
     except OSError as err:
         click.echo(f"distrun: warning: --report-json {path}: cannot write it: "
                    f"{err.strerror}", err=True)
+
+
+def _check_deepspeed_config(spec: LaunchSpec) -> None:
+    """The DeepSpeed config the job would hand to DeepSpeed, checked before anything
+    starts (launch/ds_config.py; exit 2 naming FILE:LINE)."""
+    from distrun.config import deepspeed
+    from distrun.launch import ds_config
+
+    nproc = spec.nproc_per_node
+    world = nproc * spec.max_nodes if isinstance(nproc, int) and not spec.elastic else None
+    ds_config.check(spec.script, tuple(spec.script_args), dict(spec.env), spec.launcher,
+                    spec.module, world, deepspeed.load)
 
 
 def _flags() -> frozenset[str]:

@@ -198,7 +198,8 @@ def _script(request: ConvertRequest) -> ConvertOutcome:
     result = convert_source(script.text, request.source, request.options,
                             str(Path(request.source).parent))
     default = default_output(request.source, request.options.target)
-    return _one_file(request, result, default, script.encode, like=request.source)
+    return _one_file(request, result, default, script.encode, like=request.source,
+                     original=script.raw)
 
 
 def _notebook(request: ConvertRequest) -> ConvertOutcome:
@@ -219,7 +220,8 @@ def _notebook(request: ConvertRequest) -> ConvertOutcome:
 
 def _one_file(request: ConvertRequest, result: ConvertResult, default: str,
               encode: Callable[[str], bytes], like: str | None,
-              cells: Mapping[int, tuple[int, int]] | None = None) -> ConvertOutcome:
+              cells: Mapping[int, tuple[int, int]] | None = None,
+              original: bytes | None = None) -> ConvertOutcome:
     """The outcome of a conversion whose result is one file (a script's, a notebook's)."""
     from distrun.files import output_file
 
@@ -235,7 +237,8 @@ def _one_file(request: ConvertRequest, result: ConvertResult, default: str,
         _refuse_overwriting_the_input(path, request)
     replace = request.force or in_place
     files = [FileWrite(path, encode(result.output), like=like, force=replace,
-                       backup=(in_place and request.backup) or request.force)]
+                       backup=(in_place and request.backup) or request.force,
+                       original=original if in_place else None)]
     beside = [FileWrite(str(Path(path).parent / name), text.encode(), backup=replace,
                         force=replace) for name, text in result.files.items()]
     merge_needs_force(result, beside)
@@ -275,7 +278,8 @@ def _project(request: ConvertRequest) -> ConvertOutcome:
         files = [FileWrite(str(shown / f.source.out_rel),
                            f.source.script.encode(f.result.output),
                            like=str(shown / f.source.rel) if f.source.cells is None else None,
-                           backup=request.backup, force=True)
+                           backup=request.backup, force=True,
+                           original=f.source.script.raw if f.source.cells is None else None)
                  for f in project.written]
         folder = (shown / project.entry.source.rel).parent
         files += [FileWrite(str(folder / name), text.encode(), backup=True, force=True)

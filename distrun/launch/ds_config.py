@@ -20,7 +20,9 @@ loader (deepspeed_job.py) before this.
 from __future__ import annotations
 
 import ast
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from distrun.errors import LaunchError
 
@@ -92,9 +94,10 @@ def find(script: str, args: tuple[str, ...], env: dict[str, str], launcher: str,
 
 
 def check(script: str, args: tuple[str, ...], env: dict[str, str], launcher: str,
-          module: bool, world_size: int | None) -> None:
+          module: bool, world_size: int | None, load: Callable[..., Any]) -> None:
     """Raise a LaunchError listing every error of the DeepSpeed config this job would hand
-    to DeepSpeed, each as FILE:LINE."""
+    to DeepSpeed, each as FILE:LINE. `load` is distrun.config.deepspeed.load (handed in by
+    the CLI: the config package imports launch, not the other way)."""
     text = ""
     if not module:
         try:
@@ -109,10 +112,8 @@ def check(script: str, args: tuple[str, ...], env: dict[str, str], launcher: str
         raise LaunchError(f"{path}: no such file (the DeepSpeed config {how}); nothing "
                           "was started", "give the path of the job's DeepSpeed config, "
                           "relative to where you launch")
-    from distrun.config import deepspeed
-
     trainer = "transformers" in text and ("Trainer" in text or "TrainingArguments" in text)
-    cfg = deepspeed.load(str(path), world_size,
+    cfg = load(str(path), world_size,
                          "the Hugging Face Trainer" if trainer else None)
     errors = [p for p in cfg.problems if p.severity == "error"]
     if not errors:

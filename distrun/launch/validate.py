@@ -1,7 +1,6 @@
 """The first step of `resolve`: a LaunchRequest checked against the launch rules.
 
-Pure: no sockets, no torch, nothing about this machine but whether the script exists and
-the DeepSpeed config the job would hand to DeepSpeed (ds_config.py).
+Pure: no sockets, no torch, nothing about this machine but whether the script exists.
 Every value is checked by distrun.launch_rules (the rules `config validate` uses) and the
 first broken rule is raised as a LaunchError (exit code 2, nothing started); the result
 is the request's values, parsed, with the defaults filled in.
@@ -16,7 +15,6 @@ from typing import TypeVar
 
 from distrun import launch_rules as rules
 from distrun.errors import LaunchError
-from distrun.launch import ds_config
 from distrun.launch.spec import LaunchRequest
 from distrun.launch_rules import FLAGS, Verdict
 
@@ -73,9 +71,6 @@ def validate(req: LaunchRequest) -> Checked:
     _precision_reaches(script, mixed, req.module)
     for name in req.env:
         _first(rules.env_name(name), prefix=True)
-    low, high = plan.nnodes
-    ds_config.check(script, tuple(req.script_args), dict(req.env), launcher, req.module,
-                    low * nproc if isinstance(nproc, int) and low == high else None)
     return Checked(
         script=script, plan=plan, script_args=tuple(req.script_args), module=req.module,
         log_dir=req.log_dir, timeout=req.timeout, nproc_per_node=nproc,
