@@ -9,13 +9,17 @@ import torch
 CHUNK = 1 << 22  # words of a tensor fingerprinted at a time
 
 
-def fingerprint(tensor: torch.Tensor) -> str:
+def fingerprint(tensor: torch.Tensor, sample: int | None = None) -> str:
     """Equal for equal bytes, different (but for a 2**-64 chance) otherwise: two position-
     weighted sums of the tensor's words (4 bytes each where its size allows), computed
-    where the tensor lives (no copy to the host)."""
+    where the tensor lives (no copy to the host). With `sample`, of at most that many
+    elements, evenly strided (the default check's window: a parameter whose gradients were
+    not averaged differs nearly everywhere, and the window must cost next to nothing)."""
     flat = tensor.detach().reshape(-1)
     if flat.numel() == 0:
         return f"{flat.dtype}:0"
+    if sample is not None and flat.numel() > sample:
+        flat = flat[::flat.numel() // sample][:sample]
     try:
         data = _words(flat.contiguous())
     except RuntimeError:  # a tensor whose bytes cannot be viewed (quantized, sparse...)

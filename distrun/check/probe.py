@@ -136,6 +136,7 @@ def _patch() -> None:
     from torch.utils.data import DataLoader
     from torch.utils.data.dataloader import _BaseDataLoaderIter
 
+    _watch_owners()
     handle = register_optimizer_step_post_hook(_after_step)
     if _state is not None:
         _state.undo.append(handle.remove)
@@ -209,7 +210,8 @@ def _record_params(state: _State, optimizer: torch.optim.Optimizer, entry: _Opti
         entry.names = _names(entry.params or params)
     params = entry.params or params
     named = list(zip(entry.names, params, strict=True))
-    values = {name: fingerprint(p) for name, p in named if not _sharded(p)}
+    sample = SAMPLE if state.window is not None else None
+    values = {name: fingerprint(p, sample) for name, p in named if not _sharded(p)}
     group = torch.distributed.is_available() and torch.distributed.is_initialized()
     state.fact("params", optimizer=entry.index, step=entry.steps, group=bool(group),
                values=values, sharded=len(named) - len(values))
@@ -248,9 +250,75 @@ def _zero_model_params(optimizer: torch.optim.Optimizer) -> list[torch.Tensor] |
     return None
 
 
+SAMPLE = 4096  # elements fingerprinted per parameter in the default check's window
+
+
+class _Owners:
+    """Who holds each parameter and module, as torch registers them (global registration
+    hooks: called when a model is built, never in a step), so that a parameter's name is
+    found without looking through every live object."""
+
+    def __init__(self) -> None:
+        self.of: dict[int, tuple[weakref.ref[Any], weakref.ref[Any], str]] = {}
+
+    def add(self, owner: Any, name: str, obj: Any) -> None:
+        try:
+            self.of[id(obj)] = (weakref.ref(obj), weakref.ref(owner), name)
+        except TypeError:
+            pass
+
+    def name(self, param: torch.Tensor) -> str | None:
+        """`fc1.weight` (the outermost module's path; a DDP wrapper's `module.` left out)."""
+        parts: list[str] = []
+        obj: Any = param
+        for _ in range(64):
+            entry = self.of.get(id(obj))
+            if entry is None or entry[0]() is not obj:
+                break
+            owner = entry[1]()
+            if owner is None:
+                return None
+            parts.append(entry[2])
+            obj = owner
+        if not parts:
+            return None
+        return ".".join(reversed(parts)).removeprefix("module.")
+
+
+_owners = _Owners()
+
+
+def _watch_owners() -> None:
+    from torch.nn.modules.module import (
+        register_module_module_registration_hook,
+        register_module_parameter_registration_hook,
+    )
+
+    def parameter(module: Any, name: str, param: Any) -> None:
+        if param is not None:
+            _owners.add(module, name, param)
+
+    def submodule(module: Any, name: str, child: Any) -> None:
+        if child is not None:
+            _owners.add(module, name, child)
+
+    register_module_parameter_registration_hook(parameter)
+    register_module_module_registration_hook(submodule)
+
+
 def _names(params: list[torch.Tensor]) -> list[str]:
     """Each parameter's name in the outermost module that holds it (`module.` of a DDP
-    wrapper left out), found once among the live modules; else its place in the groups."""
+    wrapper left out), from the registrations seen since torch was imported; for any not
+    seen, found once among the live modules; else its place in the groups."""
+    known = [_owners.name(p) for p in params]
+    if all(known):
+        return [str(n) for n in known]
+    found = _names_of_live_modules([p for p, n in zip(params, known, strict=True) if not n])
+    return [n or found.get(id(p), f"param[{i}]")
+            for i, (p, n) in enumerate(zip(params, known, strict=True))]
+
+
+def _names_of_live_modules(params: list[torch.Tensor]) -> dict[int, str]:
     module = torch.nn.Module  # type(), not isinstance: no object's __class__ is asked for
     modules = [obj for obj in gc.get_objects() if issubclass(type(obj), module)]
     inner = {id(child) for module in modules for child in module.children()}
@@ -262,7 +330,7 @@ def _names(params: list[torch.Tensor]) -> list[str]:
         for name, param in root.named_parameters():
             if id(param) in wanted and id(param) not in found:
                 found[id(param)] = name.removeprefix("module.")
-    return [found.get(id(p), f"param[{i}]") for i, p in enumerate(params)]
+    return found
 
 
 # -- data loaders ---------------------------------------------------------------------

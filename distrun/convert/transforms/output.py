@@ -24,7 +24,7 @@ from __future__ import annotations
 import libcst as cst
 
 from distrun.convert import other_ranks
-from distrun.convert.analysis import Facts, dotted, keyword, string_value
+from distrun.convert.analysis import Facts, dotted, keyword, positional, string_value
 from distrun.convert.build import (
     append_keyword,
     code_of,
@@ -159,12 +159,37 @@ def _plan_file_writes(ctx: Context) -> set[int]:
                         "file written by rank 0 only (every rank would write "
                         "the same file)")
             guarded.add(id(block))
+        elif _kept_file(ctx, call):
+            guarded.add(id(call))
         elif not (isinstance(block, cst.With) and any(
                 facts.call_name(c) == "torch.save" for c in facts.calls_in(block))):
             plan.finding(call, "output.rank0_file",
                          f"`{facts.code(call)}`: every rank writes this file",
                          f"write it on one rank: `if {rank} == 0:` around the writing")
     return guarded
+
+
+def _kept_file(ctx: Context, call: cst.Call) -> bool:
+    """`log = open(path, "a")` kept and written later (`log.write(...)` anywhere): on the
+    other ranks the name holds `os.devnull` opened the same way, so every later write,
+    flush and close works and writes nothing."""
+    facts, rank = ctx.facts, ctx.names.rank
+    assign = facts.parent.get(call)
+    if not (isinstance(assign, cst.Assign) and assign.value is call and len(assign.targets) == 1
+            and facts.call_name(call) in ("open", "io.open")):
+        return False
+    mode = keyword(call, "mode")
+    args = positional(call)
+    mode_code = facts.code(mode.value) if mode is not None else (
+        facts.code(args[1].value) if len(args) > 1 else '"r"')
+    os_name = ctx.names.os
+    ctx.need("os", at=call)
+    code = f"{{}} if {rank} == 0 else open({os_name}.devnull, {mode_code})"
+    ctx.plan.rewrite(call, lambda n: expression(code.format(code_of(n))))
+    ctx.plan.change(call, "output.rank0_file",
+                    "file written by rank 0 only: the other ranks open os.devnull in its "
+                    "place, so their writes go nowhere")
+    return True
 
 
 _OPENERS = frozenset({"open", "io.open", "codecs.open", "gzip.open", "bz2.open", "lzma.open"})
@@ -265,9 +290,9 @@ def _on_error_path(ctx: Context, stmt: cst.CSTNode) -> bool:
             if isinstance(small, cst.Raise):
                 return True
             value = small.value if isinstance(small, cst.Expr) else None
-            if isinstance(value, cst.Call) and facts.call_name(value) in _EXITS and not (
-                    value.args and dotted(value.args[0].value) in ("0", "None")):
-                return True
+            if isinstance(value, cst.Call) and facts.call_name(value) in _EXITS and (
+                    value.args and dotted(value.args[0].value) not in ("0", "None")):
+                return True  # `sys.exit()` and `sys.exit(0)` end a run that went well
     return False
 
 
