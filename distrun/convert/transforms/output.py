@@ -24,7 +24,7 @@ from __future__ import annotations
 import libcst as cst
 
 from distrun.convert import other_ranks
-from distrun.convert.analysis import Facts, dotted, keyword, positional, string_value
+from distrun.convert.analysis import Facts, block_body, dotted, keyword, positional, string_value
 from distrun.convert.build import (
     append_keyword,
     code_of,
@@ -159,7 +159,7 @@ def _plan_file_writes(ctx: Context) -> set[int]:
                         "file written by rank 0 only (every rank would write "
                         "the same file)")
             guarded.add(id(block))
-        elif _kept_file(ctx, call):
+        elif _kept_file(ctx, call, block):
             guarded.add(id(call))
         elif not (isinstance(block, cst.With) and any(
                 facts.call_name(c) == "torch.save" for c in facts.calls_in(block))):
@@ -169,14 +169,20 @@ def _plan_file_writes(ctx: Context) -> set[int]:
     return guarded
 
 
-def _kept_file(ctx: Context, call: cst.Call) -> bool:
-    """`log = open(path, "a")` kept and written later (`log.write(...)` anywhere): on the
-    other ranks the name holds `os.devnull` opened the same way, so every later write,
-    flush and close works and writes nothing."""
+def _kept_file(ctx: Context, call: cst.Call, block: cst.CSTNode | None) -> bool:
+    """`log = open(path, "a")` kept and written later (`log.write(...)` anywhere), or
+    `with open(path, "a") as log:` around more than writing (an evaluation, checkpoints):
+    on the other ranks the file is `os.devnull` opened the same way, so every write, flush
+    and close works and writes nothing, and the rest of the block runs on every rank."""
     facts, rank = ctx.facts, ctx.names.rank
-    assign = facts.parent.get(call)
-    if not (isinstance(assign, cst.Assign) and assign.value is call and len(assign.targets) == 1
-            and facts.call_name(call) in ("open", "io.open")):
+    if facts.call_name(call) not in ("open", "io.open"):
+        return False
+    holder = facts.parent.get(call)
+    kept = isinstance(holder, cst.Assign) and holder.value is call and len(holder.targets) == 1
+    around = isinstance(block, cst.With) and not (
+        len(block_body(block)) == 1 and any(facts.call_name(c) == "torch.save"
+                                            for c in facts.calls_in(block)))
+    if not (kept or around):
         return False
     mode = keyword(call, "mode")
     args = positional(call)
