@@ -105,8 +105,9 @@ def _plan_data_parallel(ctx: Context) -> bool:
             plan.change(call, "model.dataparallel", "removed the `nn.DataParallel(...)` wrapper: "
                         "DistributedDataParallel replaces it")
             removed = True
-            holder = assign.targets[0].target if isinstance(assign, cst.Assign) and len(
-                assign.targets) == 1 else None
+            bound = _bound_by(facts, call)  # `m = DataParallel(m).to(device)` too
+            holder = bound.targets[0].target if bound is not None and len(
+                bound.targets) == 1 else None
             place = flow.place_of(holder) if holder is not None else None
             if stmt is not None and place is not None:
                 wrapped_at.append((stmt, place))
@@ -116,6 +117,22 @@ def _plan_data_parallel(ctx: Context) -> bool:
     _type_checks(ctx)
     _keep_dataparallel_keys(ctx, wrapped_at)
     return removed
+
+
+def _bound_by(facts: Facts, call: cst.Call) -> cst.Assign | None:
+    """The assignment whose value is `call`, or `call` followed by method calls on its
+    result (`DataParallel(model).to(device)`, `.cuda()`)."""
+    node: cst.CSTNode = call
+    for _ in range(8):
+        parent = facts.parent.get(node)
+        if isinstance(parent, cst.Assign) and parent.value is node:
+            return parent
+        outer = facts.parent.get(parent) if parent is not None else None
+        if not (isinstance(parent, cst.Attribute) and parent.value is node
+                and isinstance(outer, cst.Call) and outer.func is parent):
+            return None
+        node = outer
+    return None
 
 
 def _keep_dataparallel_keys(ctx: Context, wrapped_at: list[tuple[cst.CSTNode, Place]]) -> None:
