@@ -34,6 +34,14 @@ def doctor(as_json: bool, config_file: str | None, master_addr: str | None,
     from distrun.cli import render, term
     from distrun.doctor import Context, run_checks
 
+    if nproc_per_node is not None:  # the launch rule: doctor refuses what launch refuses
+        from distrun.errors import InputError
+        from distrun.launch_rules import FLAGS, Verdict, from_text, nproc
+
+        verdict = nproc(from_text(nproc_per_node))
+        if isinstance(verdict, Verdict):
+            raise InputError(f"{FLAGS(verdict.setting)} {nproc_per_node}: {verdict.message}",
+                             verdict.hint)
     ctx = Context(master_addr=master_addr, master_port=master_port,
                   nproc_per_node=nproc_per_node, nnodes=nnodes or 1, smoke=not no_smoke,
                   bandwidth=bandwidth)

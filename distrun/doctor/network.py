@@ -30,17 +30,25 @@ def check_master(ctx: Context) -> Iterator[CheckResult]:
         return
     yield CheckResult("master address", "ok", f"{addr} -> {ip}")
     if _is_local(ip):
-        yield _port_free(ip, port)
+        yield _port_free(ip, port, given=ctx.master_port is not None)
     else:
         yield _port_reachable(ip, port)
 
 
-def _port_free(ip: str, port: int) -> CheckResult:
+def _port_free(ip: str, port: int, given: bool = True) -> CheckResult:
+    """A port given with --master-port must be free (fail); the default one (no port
+    given) only matters to a multi-node job: a single-node launch picks a free port, so a
+    taken default is a warning (another job on a shared machine often holds it)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             sock.bind((ip, port))
         except OSError as err:
+            if err.errno == errno.EADDRINUSE and not given:
+                return CheckResult("master port", "warn", f"{port} (the default across "
+                                   "nodes) is in use here: fine on one node (distrun launch "
+                                   "picks a free port); a multi-node job needs another "
+                                   "--master-port", "`ss -ltnp | grep :PORT` shows what holds it")
             if err.errno == errno.EADDRINUSE:
                 return CheckResult("master port", "fail", f"{port} is already in use here",
                                    "stop what holds it (`ss -ltnp | grep :PORT`) or pick "

@@ -49,6 +49,9 @@ def test_text_output_and_bandwidth_table() -> None:
 def test_bad_option_is_exit_2() -> None:
     result = distrun("doctor", "--master-port", "0")
     assert result.returncode == 2
+    result = distrun("doctor", "--no-smoke", "--nproc-per-node", "0")  # launch refuses it too
+    assert result.returncode == 2
+    assert "--nproc-per-node 0: must be at least 1" in result.stderr
 
 
 def test_master_port_in_use_fails_and_free_port_is_ok() -> None:
@@ -60,6 +63,22 @@ def test_master_port_in_use_fails_and_free_port_is_ok() -> None:
     assert taken["master port"].status == "fail" and "already in use" in taken["master port"].detail
     free = results(network.check_master, Context(master_port=port))
     assert free["master port"].status == "ok"
+
+
+def test_the_default_port_taken_is_a_warning_not_a_failure() -> None:
+    """Without --master-port, 29500 only matters across nodes (one node gets a free port):
+    another job holding it on a shared machine must not fail doctor. Held here for the
+    check (or already held by someone else: taken either way)."""
+    with socket.socket() as busy:
+        busy.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            busy.bind(("127.0.0.1", network.DEFAULT_PORT))
+            busy.listen()
+        except OSError:
+            pass  # another process holds it: the check sees it taken all the same
+        found = results(network.check_master, Context())
+    assert found["master port"].status == "warn", found["master port"]
+    assert "a multi-node job needs another --master-port" in found["master port"].detail
 
 
 def test_unresolvable_master_fails() -> None:
