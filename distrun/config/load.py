@@ -191,6 +191,10 @@ class _Checker:
                 self.problem(key_node, path, f"'{path}' entries must be NAME: value")
                 return INVALID
             name = str(key_node.value)
+            if name in out:
+                self.problem(key_node, f"{path}.{name}", f"'{path}.{name}': duplicate key "
+                             "(the later value would win)")
+                continue
             verdict = check_entry(path, name, str(value_node.value))
             if verdict is not None:
                 self.problem(key_node, verdict.setting, verdict.text())

@@ -36,6 +36,7 @@ BAD = {
     "section not a map": ("slurm: gpu\n", 1, "slurm", "must be a mapping"),
     "bad slurm time": ("slurm:\n  time: soon\n", 2, "slurm.time", "expected form"),
     "duplicate key": ("nnodes: 1\nnnodes: 2\nmaster_addr: h\n", 2, "nnodes", "duplicate key"),
+    "duplicate env key": ("env:\n  A: '1'\n  A: '2'\n", 3, "env.A", "duplicate key"),
     "node rank outside": ("nnodes: 2\nmaster_addr: h\nnode_rank: 2\n", 3, "node_rank",
                           "outside 0..1"),
     "elastic without rendezvous": ("nnodes: '1:4'\nmaster_addr: h\n", 1, "nnodes",
