@@ -108,6 +108,13 @@ def find_modules(entry: Path, root: Path | None = None, text: str | None = None
                     if len(found) >= MAX_MODULES:
                         raise InputError(f"{entry}: imports more than {MAX_MODULES} local "
                                          "modules: not a training project")
+                    if base.resolve() not in module.parents:
+                        link = base.joinpath(*name.split(".")).with_suffix(".py")
+                        raise InputError(
+                            f"{link if link.is_symlink() else module}: a link to {module}, outside "
+                            f"the project's folder {base}: distrun converts the files of "
+                            "one folder", "copy the module into the folder (or give --root "
+                            "a folder that holds both)")
                     found[module] = _module_name(base, module)
                     todo.append((module, _package_of(base, module)))
                 if modules:

@@ -162,3 +162,19 @@ def test_code_nested_too_deeply_is_bad_input(work: Path) -> None:
     (work / "deep.py").write_text("x = " + " + ".join(["1"] * 5000) + "\n")
     assert "nested too deeply" in assert_error(run("convert", "deep.py", "--in-place"))
     assert sorted(os.listdir(work)) == ["deep.py", "train.py"]
+
+
+def test_a_project_module_linked_from_outside_the_folder_is_refused(tmp_path: Path,
+                                                                    monkeypatch) -> None:
+    """`utils.py -> ../shared/utils.py`: exit 2 naming the link, nothing written (it was
+    an internal error, exit 70)."""
+    project = _project(tmp_path / "proj")
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    (project / "utils.py").rename(shared / "utils.py")
+    (project / "utils.py").symlink_to(shared / "utils.py")
+    before = snapshot(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    message = assert_error(run("convert", "proj/train.py"))
+    assert "proj/utils.py: a link to" in message and "outside the project's folder" in message
+    assert snapshot(tmp_path) == before
