@@ -78,3 +78,14 @@ def test_a_slow_rank_that_computes_is_not_a_hang(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr[-3000:]
     assert "no output from any rank" not in result.stderr
     assert "rank 0 done" in result.stdout and "rank 1 done" in result.stdout
+
+
+def test_a_barrier_on_rank_0_only_names_both_collectives(tmp_path: Path) -> None:
+    shutil.copy(HANGS / "barrier_on_rank0.py", tmp_path / "train.py")
+    result = distrun("launch", "--nproc-per-node", "2", "--timeout", "8", "train.py",
+                     cwd=tmp_path, timeout=240)
+    assert result.returncode == 124, result.stderr[-3000:]
+    assert "rank 0: last collective: barrier #1 at train.py:14: waiting in it" in result.stderr
+    assert ("rank 1: last collective: all_reduce #1, shape [4] float32 at train.py:16: "
+            "waiting in it") in result.stderr
+    assert "[collective-mismatch]" in result.stderr
