@@ -24,7 +24,7 @@ HANGS = Path(__file__).parent / "hangs"
 
 def test_a_collective_on_rank_0_only_is_named_with_both_ranks_lines(tmp_path: Path) -> None:
     shutil.copy(HANGS / "rank0_collective.py", tmp_path / "train.py")
-    result = distrun("launch", "--nproc-per-node", "2", "--timeout", "10", "train.py",
+    result = distrun("launch", "--nproc-per-node", "2", "--timeout", "6", "train.py",
                      cwd=tmp_path, timeout=240)
     assert result.returncode == 124, result.stderr[-3000:]
     err = result.stderr
@@ -40,7 +40,7 @@ def test_a_collective_on_rank_0_only_is_named_with_both_ranks_lines(tmp_path: Pa
 
 def test_uneven_batches_say_which_rank_never_joins(tmp_path: Path) -> None:
     shutil.copy(HANGS / "uneven_batches.py", tmp_path / "train.py")
-    result = distrun("launch", "--nproc-per-node", "2", "--timeout", "10", "train.py",
+    result = distrun("launch", "--nproc-per-node", "2", "--timeout", "6", "train.py",
                      cwd=tmp_path, timeout=240)
     assert result.returncode == 124, result.stderr[-3000:]
     assert ("diagnosis: rank 0 waits in barrier #1 (train.py:23) while rank 1 is in no "
@@ -74,7 +74,7 @@ def test_without_timeout_a_quiet_job_is_reported_once_and_left_running(
 def test_a_slow_rank_that_computes_is_not_a_hang(tmp_path: Path) -> None:
     shutil.copy(HANGS / "slow_evaluation.py", tmp_path / "train.py")
     result = distrun("launch", "--nproc-per-node", "2", "--hang-report-after", "4", "train.py",
-                     cwd=tmp_path, env={"EVAL_SECONDS": "12"}, timeout=240)
+                     cwd=tmp_path, env={"EVAL_SECONDS": "9"}, timeout=240)
     assert result.returncode == 0, result.stderr[-3000:]
     assert "no output from any rank" not in result.stderr
     assert "rank 0 done" in result.stdout and "rank 1 done" in result.stdout
@@ -82,7 +82,7 @@ def test_a_slow_rank_that_computes_is_not_a_hang(tmp_path: Path) -> None:
 
 def test_a_barrier_on_rank_0_only_names_both_collectives(tmp_path: Path) -> None:
     shutil.copy(HANGS / "barrier_on_rank0.py", tmp_path / "train.py")
-    result = distrun("launch", "--nproc-per-node", "2", "--timeout", "8", "train.py",
+    result = distrun("launch", "--nproc-per-node", "2", "--timeout", "6", "train.py",
                      cwd=tmp_path, timeout=240)
     assert result.returncode == 124, result.stderr[-3000:]
     assert "rank 0: last collective: barrier #1 at train.py:14: waiting in it" in result.stderr
