@@ -137,6 +137,7 @@ def _patch() -> None:
     from torch.utils.data.dataloader import _BaseDataLoaderIter
 
     _watch_owners()
+    _watch_first_backward()
     handle = register_optimizer_step_post_hook(_after_step)
     if _state is not None:
         _state.undo.append(handle.remove)
@@ -193,6 +194,24 @@ def _after_step(optimizer: torch.optim.Optimizer, _args: object, _kwargs: object
     if closing:
         state.closing = True  # removed at the next loader call: not inside torch's hook loop
         state.fact("window", steps=entry.steps)
+
+
+def _watch_first_backward() -> None:
+    """A `backward` fact at the first backward pass (then torch's own function is put
+    back): a script that updates its parameters by hand (`p.data.add_(p.grad, ...)`)
+    trains without an optimizer step, and is no `[no-training]`."""
+    import torch.autograd
+
+    original = torch.autograd.backward
+
+    def backward(*args: Any, **kwargs: Any) -> Any:
+        if torch.autograd.backward is backward:
+            torch.autograd.backward = original
+        if _state is not None:
+            _state.fact("backward")
+        return original(*args, **kwargs)
+
+    torch.autograd.backward = backward
 
 
 def _close(state: _State) -> None:

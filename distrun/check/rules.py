@@ -57,7 +57,8 @@ RULES = {rule.id: rule for rule in (
          "function into the launcher's form (rank and world size from the environment); "
          "or run the script alone with `python SCRIPT`"),
     Rule("no-training", False,
-         "no rank took an optimizer step: the job trained nothing (a script whose "
+         "no rank took an optimizer step or ran a backward pass: the job trained nothing "
+         "(a script whose "
          "processes spawn none, a loop that never runs, a training guarded by the wrong "
          "condition)",
          "make the launched processes train: a script that starts its own processes "

@@ -44,6 +44,7 @@ class RankFacts:
     train: set[Key] = field(default_factory=set)
     epochs: dict[Key, list[tuple[int | None, bool]]] = field(default_factory=dict)
     writes: dict[str, str] = field(default_factory=dict)  # path -> file:line
+    backward: bool = False  # a backward pass ran (training without an optimizer too)
     steps: int = 0  # of the first optimizer, when the rank ended
     all_steps: int = 0  # of every optimizer, when the rank ended
     window: int | None = None  # the default check's window ended after this many steps
@@ -72,6 +73,8 @@ class RankFacts:
             self.epochs.setdefault(key, []).append((_int(fact["epoch"]), bool(fact["shuffle"])))
         elif kind == "write":
             self.writes.setdefault(str(fact["path"]), str(fact["site"]))
+        elif kind == "backward":
+            self.backward = True
         elif kind == "sharded-save":
             self.saves.append((str(fact.get("site")), str(fact.get("what")),
                                str(fact.get("name", ""))))
@@ -246,7 +249,7 @@ class Checker:
         self._read()
         ranks = list(self.ranks.values())
         if not ranks or not all(r.ended for r in ranks) or any(
-                r.all_steps or r.params or r.window for r in ranks):
+                r.all_steps or r.params or r.window or r.backward for r in ranks):
             return None
         return Finding("no-training", f"none of the {len(ranks)} ranks checked took an "
                        "optimizer step before it ended")

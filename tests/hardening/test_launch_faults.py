@@ -238,7 +238,8 @@ def test_killing_distrun_itself_ends_every_worker(tmp_path: Path, launcher: str)
     job = Job(tmp_path, "--launcher", launcher, "--nproc-per-node", "2",
               script(tmp_path, TRAIN))
     job.wait_for(r"^rank 1 step 2 ")
-    workers = [c for c in leftovers(tmp_path) if re.search(r" -u \S+train\.py $", c)]
+    # the worker: `python -u [.../boot.py] .../train.py` (boot: the default check)
+    workers = [c for c in leftovers(tmp_path) if re.search(r" -u (\S+boot\.py )?\S+train\.py $", c)]
     assert len(workers) == 2, leftovers(tmp_path)
     job.proc.kill()  # SIGKILL: distrun gets no chance to clean up
     job.proc.wait(timeout=10)
