@@ -137,8 +137,38 @@ def _parameter_receivers(facts: Facts, call: cst.Call) -> list[cst.BaseExpressio
     return _receivers_from(facts, call, facts.scope(call), 0)
 
 
+_SUBMODULES = frozenset({"named_modules", "modules", "children", "named_children"})
+
+
+def _whole_models(facts: Facts, scope: cst.CSTNode, found: list[cst.BaseExpression]
+                  ) -> list[cst.BaseExpression]:
+    """A receiver that is a loop variable over a model's submodules (`for mn, m in
+    self.named_modules(): for pn, p in m.named_parameters()`, minGPT's weight-decay
+    groups) stands for that model: its parameters are the model's."""
+    out: list[cst.BaseExpression] = []
+    for receiver in found:
+        whole: cst.BaseExpression = receiver
+        if isinstance(receiver, cst.Name):
+            for loop in facts.for_loops:
+                source = loop.iter
+                if (facts.scope(loop) is scope and receiver.value in _names_in(loop.target)
+                        and isinstance(source, cst.Call)
+                        and isinstance(source.func, cst.Attribute)
+                        and source.func.attr.value in _SUBMODULES):
+                    whole = source.func.value
+                    break
+        if not any(facts.code(whole) == facts.code(o) for o in out):
+            out.append(whole)
+    return out
+
+
 def _receivers_from(facts: Facts, node: cst.CSTNode, scope: cst.CSTNode, depth: int
                     ) -> list[cst.BaseExpression]:
+    return _whole_models(facts, scope, _receivers_found(facts, node, scope, depth))
+
+
+def _receivers_found(facts: Facts, node: cst.CSTNode, scope: cst.CSTNode, depth: int
+                     ) -> list[cst.BaseExpression]:
     found = _receivers_in(facts, node)
     names = _names_in(node)
     seen: set[str] = set()
