@@ -70,30 +70,47 @@ class Watcher:
 
     def pump(self, stream: IO[bytes] | None, to_stderr: bool) -> None:
         assert stream is not None
+        # torchrun copies each worker's log file to its own output as it grows, one read at
+        # a time: a line the worker has half written (print writes its text, then "\n")
+        # comes out in pieces, each tagged, and other ranks' lines can land between them
+        # ("[default0]:loss 1.2[default1]:ready\n[default0]:\n"). The pieces are put back
+        # together per rank; a line is shown once its newline came.
+        pending: dict[int, str] = {}
         for raw in iter(stream.readline, b""):
             line = raw.decode("utf-8", errors="replace").rstrip("\n")
+            tag = _TAG.match(line)
+            if not tag:
+                with self.lock:
+                    self._agent_line(line, to_stderr)
+                continue
+            pieces = _pieces(line, tag)
+            for rank, text in pieces[:-1]:
+                pending[rank] = pending.get(rank, "") + text
+            rank, text = pieces[-1]
             with self.lock:
-                tag = _TAG.match(line)
-                if tag or not (_AGENT_LOG.match(line) or _AGENT_FRAMES.match(line)
-                               or not line.strip()):
-                    self.progress(int(tag[1]) if tag else None)
-                if tag:
-                    text = line[tag.end():]
-                    rank = int(tag[1])
-                    if not self.quiet and (self.shown.ranks is None or rank in self.shown.ranks):
-                        self.show(self.shown.tag(rank) + text, to_stderr)
-                    if not to_stderr and text.strip():
-                        self._remember(text, int(tag[1]))
-                    continue
-                if _AGENT_FRAMES.match(line):
-                    continue
-                self.agent_lines.append(line)
-                if _AGENT_TRACE.search(line):
-                    self.in_agent_trace = True
-                if not (self.in_agent_trace or self.quiet or not line.strip()
-                        or _DEEPSPEED_LAUNCHER.match(line)):
-                    self.show(line, to_stderr)
+                self._worker_line(rank, pending.pop(rank, "") + text, to_stderr)
+        with self.lock:
+            for rank, text in pending.items():
+                self._worker_line(rank, text, to_stderr)
 
+    def _worker_line(self, rank: int, text: str, to_stderr: bool) -> None:
+        self.progress(rank)
+        if not self.quiet and (self.shown.ranks is None or rank in self.shown.ranks):
+            self.show(self.shown.tag(rank) + text, to_stderr)
+        if not to_stderr and text.strip():
+            self._remember(text, rank)
+
+    def _agent_line(self, line: str, to_stderr: bool) -> None:
+        if not (_AGENT_LOG.match(line) or _AGENT_FRAMES.match(line) or not line.strip()):
+            self.progress(None)
+        if _AGENT_FRAMES.match(line):
+            return
+        self.agent_lines.append(line)
+        if _AGENT_TRACE.search(line):
+            self.in_agent_trace = True
+        if not (self.in_agent_trace or self.quiet or not line.strip()
+                or _DEEPSPEED_LAUNCHER.match(line)):
+            self.show(line, to_stderr)
 
     def _remember(self, text: str, local_rank: int) -> None:
         key = _DECIMAL.sub("#", text)
@@ -102,6 +119,19 @@ class Watcher:
             seen[1].add(local_rank)
         elif len(self.printed) < MAX_LINES:
             self.printed[key] = (text, {local_rank})
+
+
+def _pieces(line: str, tag: re.Match[str]) -> list[tuple[int, str]]:
+    """A tagged line cut where the same kind of tag (`[default1]:`) comes again: (local
+    rank, text) for each piece, the last one the piece the newline ended."""
+    role = re.escape(tag[0][1:tag[0].index(tag[1])])
+    pieces: list[tuple[int, str]] = []
+    rank, start = int(tag[1]), tag.end()
+    for inner in re.compile(rf"\[{role}(\d+)\]:").finditer(line, start):
+        pieces.append((rank, line[start:inner.start()]))
+        rank, start = int(inner[1]), inner.end()
+    pieces.append((rank, line[start:]))
+    return pieces
 
 
 closed: set[int] = set()  # 1/2: standard output/error whose reader went away

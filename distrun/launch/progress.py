@@ -7,7 +7,11 @@ import torch and set up before they can print anything, which on a loaded machin
 take longer than a short --timeout. So CPU time spent by a process that is starting up
 (the launcher before any worker exists, a worker before its first line) counts as
 progress, up to STARTUP_CPU_SECONDS each; a process waiting (in a rendezvous, in a
-collective, in a sleep) uses next to none, and its silence counts. A worker's first
+collective, in a sleep) uses next to none, and its silence counts. The share of CPU is
+measured over the last BUSY_WINDOW seconds, not per sample: a waiting launcher wakes up
+now and then for a short burst (c10d's rendezvous heartbeat, every 5 s, 30 to 50 ms),
+which is not start-up and must not keep a node that waits for the others from ever
+reaching its --timeout. A worker's first
 STARTUP_GRACE_SECONDS (wall clock, from when it is first seen) before its first line are
 start-up whatever its CPU use (imports read from a cold disk, a data set loaded over the
 network): a rank's silence counts from its first line, or from the end of that grace.
@@ -21,7 +25,9 @@ import time
 from distrun.launch import procs
 
 SAMPLE_SECONDS = 0.5  # how often the processes are looked at
-BUSY_SHARE = 0.05  # CPU per second of wall time above which a starting process is busy
+BUSY_SHARE = 0.1  # CPU per second of wall time above which starting processes are busy
+BUSY_WINDOW = 2.0  # seconds over which that share is measured
+COMPUTING_SHARE = 0.2  # CPU per second above which a worker computes (not waits)
 STARTUP_CPU_SECONDS = 60.0  # CPU a process may spend starting up before silence counts
 STARTUP_GRACE_SECONDS = 30.0  # a worker's wall-clock start-up before its first line
 
@@ -36,7 +42,9 @@ class Progress:
         self.printed: set[int] = set()  # local ranks that have written a line
         self.ranks: set[int] = set()  # local ranks with a live worker at the last sample
         self.seen_worker = False
-        self.cpu: dict[int, float] = {}  # starting process -> CPU seconds at the last sample
+        # (when, starting process -> its CPU seconds then), the samples of the last
+        # BUSY_WINDOW seconds
+        self.cpu: list[tuple[float, dict[int, float]]] = []
         self.born: dict[int, float] = {}  # worker pid -> when it was first seen
         self.sampled = 0.0
 
@@ -75,7 +83,7 @@ class Progress:
             in_grace = any(now - self.born[pid] < STARTUP_GRACE_SECONDS for pid in starting)
             if not self.seen_worker:
                 starting = [self.root, *procs.descendants(self.root)]
-        busy = self._busy(starting, now - self.sampled)
+        busy = self._busy(starting, now)
         self.sampled = now
         if changed or busy or in_grace:
             with self.lock:
@@ -89,17 +97,17 @@ class Progress:
                    if procs.local_rank(pid) is not None]
         before = {pid: procs.cpu_seconds(pid) for pid in workers}
         time.sleep(seconds)
-        return any(procs.cpu_seconds(pid) - cpu >= BUSY_SHARE * 4 * seconds
+        return any(procs.cpu_seconds(pid) - cpu >= COMPUTING_SHARE * seconds
                    for pid, cpu in before.items())
 
-    def _busy(self, starting: list[int], elapsed: float) -> bool:
-        """Whether the starting processes used the CPU since the last sample."""
-        spent = 0.0
-        cpu = {}
-        for pid in starting:
-            cpu[pid] = procs.cpu_seconds(pid)
-            before = self.cpu.get(pid)
-            if before is not None and before < STARTUP_CPU_SECONDS:
-                spent += cpu[pid] - before
-        self.cpu = cpu
-        return elapsed > 0 and spent >= BUSY_SHARE * elapsed
+    def _busy(self, starting: list[int], now: float) -> bool:
+        """Whether the starting processes used a BUSY_SHARE of the CPU over the last
+        BUSY_WINDOW seconds (each counted while it has used under STARTUP_CPU_SECONDS)."""
+        cpu = {pid: procs.cpu_seconds(pid) for pid in starting}
+        self.cpu.append((now, cpu))
+        while len(self.cpu) > 2 and now - self.cpu[1][0] >= BUSY_WINDOW:
+            del self.cpu[0]
+        since, before = self.cpu[0]
+        spent = sum(cpu[pid] - before[pid] for pid in cpu
+                    if pid in before and before[pid] < STARTUP_CPU_SECONDS)
+        return now > since and spent >= BUSY_SHARE * (now - since)

@@ -90,7 +90,14 @@ def test_transformer_blocks_clipping_and_best_model_reload(tmp_path: Path) -> No
     model saved to a temporary folder and reloaded): each TransformerEncoderLayer sharded,
     then the root. Both runs keep the temporary folder (the shim's knob); the original runs
     with one thread, as torchrun gives each worker: at lr 5.0 the rounding differences of
-    several threads alone move the weights by 3e-4 (measured with DDP too)."""
+    several threads alone move the weights by 3e-4 (measured with DDP too).
+
+    The weights are compared to 2e-4, not 1e-5: clip_grad_norm_ over sharded parameters
+    sums each rank's squares of its shards, then the ranks' sums, another order of additions
+    than one process's; the clipping factor differs in its last bits and lr 5.0 makes that
+    5.3e-5 at the end (measured 2026-11-26, the same figure in every run). With
+    the clipping replaced by a fixed factor on both sides, the two runs end bit for bit
+    equal (0.0); DDP, whose gradients are whole, ends bit for bit equal with clipping."""
     script = tmp_path / TUTORIAL
     shutil.copy(UPSTREAM / TUTORIAL, script)
     # its batches are slices of one tensor (get_batch): not sharded, every rank trains on
@@ -110,7 +117,7 @@ def test_transformer_blocks_clipping_and_best_model_reload(tmp_path: Path) -> No
     got = torch.load(tmp_path / "two" / "best_model_params.pt", weights_only=True)
     assert sorted(got) == sorted(expected)
     for key in expected:
-        torch.testing.assert_close(got[key], expected[key], atol=1e-5, rtol=1e-5, msg=key)
+        torch.testing.assert_close(got[key], expected[key], atol=2e-4, rtol=1e-5, msg=key)
     definitions = original_module(script, definitions_only=True)
     ntokens, emsize = got["embedding.weight"].shape
     model = definitions.TransformerModel(ntokens, emsize, 2, 200, 2, 0.2)  # type: ignore[attr-defined]

@@ -26,6 +26,28 @@ print(f"hello from {os.environ['RANK']}", flush=True)
 print(f"stderr of {os.environ['RANK']}", file=sys.stderr, flush=True)
 """
 
+# Rank 0 writes half a line and waits while torchrun copies that half (it reads its workers'
+# logs every 0.1 s) and rank 1 prints a whole line; then it ends its own.
+HALF_LINE = """\
+import os, sys, time
+from pathlib import Path
+here = Path(sys.argv[1])
+if os.environ["RANK"] == "0":
+    sys.stdout.write("half")
+    sys.stdout.flush()
+    (here / "half").touch()
+    while not (here / "other").exists():
+        time.sleep(0.01)
+    time.sleep(0.5)
+    print(" and the rest", flush=True)
+else:
+    while not (here / "half").exists():
+        time.sleep(0.01)
+    time.sleep(0.5)
+    print("line of rank 1", flush=True)
+    (here / "other").touch()
+"""
+
 # Both ranks fail on their own, at the same moment (each waits for the other's file first).
 BOTH_FAIL = """\
 import os, sys, time
@@ -115,6 +137,16 @@ def test_ranks_filter_and_rank_prefix(tmp_path: Path) -> None:
     assert "3 ranks" in result.stderr.splitlines()[-1]
 
 
+@pytest.mark.e2e
+def test_a_line_torchrun_copies_in_pieces_is_shown_whole(tmp_path: Path) -> None:
+    """torchrun tags each piece it copies ("[default0]:half[default1]:line of rank 1" then
+    "[default0]: and the rest"): distrun shows each rank's line whole, untagged."""
+    write(tmp_path, "half.py", HALF_LINE)
+    result = distrun("launch", "--nproc-per-node", "2", "half.py", str(tmp_path), cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert sorted(result.stdout.splitlines()) == ["half and the rest", "line of rank 1"]
+
+
 def test_ranks_that_do_not_exist_are_refused_before_the_start(tmp_path: Path) -> None:
     write(tmp_path, "who.py", WHO)
     result = distrun("launch", "--nproc-per-node", "2", "--ranks", "3", "who.py", cwd=tmp_path)
@@ -173,10 +205,6 @@ def test_a_node_waiting_for_the_others_says_so(tmp_path: Path) -> None:
 
 
 @pytest.mark.e2e
-@pytest.mark.xfail(strict=False, raises=subprocess.TimeoutExpired, reason=(
-    "regression of 2026-11-26, not yet found: with 2 of 3 nodes of a c10d rendezvous on "
-    "127.0.0.1, the node whose agent hosts the store no longer stops at --timeout (the "
-    "other node does; at 2c67641 both did); seen 3 times in 3 tries, --no-check too"))
 def test_nodes_meeting_at_a_c10d_rendezvous_say_how_many_have_joined(tmp_path: Path) -> None:
     write(tmp_path, "t.py", ARGS)
     endpoint = f"127.0.0.1:{free_port()}"
