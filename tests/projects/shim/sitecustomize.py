@@ -19,6 +19,11 @@ DISTRUN_SHIM_NO_DROPOUT=1   every functional dropout (F.dropout, dropout1d/2d/3d
                             nn.Dropout* modules too: no randomness in the forward pass.
 DISTRUN_SHIM_NO_NOISE=1     torch.randn_like returns zeros (the VAE's reparameterisation
                             noise), so the forward pass is deterministic.
+DISTRUN_SHIM_FLOAT64=1      torch's default dtype is float64 (models and the fake
+                            torchvision's tensors): for a project whose float32 rounding
+                            (one batch mean against the mean of the ranks' means) grows
+                            past 1e-5 over its hard-coded epochs; float64 shows whether
+                            the two trainings are the same one.
 DISTRUN_SHIM_CUDA_INDEX_TO_CPU=1
                             `.to(<int>)`, `.to("cuda")`, `.to("cuda:N")` on modules and
                             tensors go to the CPU when CUDA is not available (scripts that
@@ -135,6 +140,8 @@ def _after_torch(torch):
         from _distrun_shim import knobs
 
         knobs.no_noise(torch)
+    if os.environ.get("DISTRUN_SHIM_FLOAT64") == "1":
+        torch.set_default_dtype(torch.float64)
     if os.environ.get("DISTRUN_SHIM_CUDA_INDEX_TO_CPU") == "1":
         from _distrun_shim import knobs
 

@@ -16,9 +16,10 @@ def to_tensor(pic):
     if array.ndim == 2:
         array = array[:, :, None]
     tensor = torch.from_numpy(array.transpose(2, 0, 1).copy())
+    # float32, or float64 under DISTRUN_SHIM_FLOAT64 (the default dtype then)
     if tensor.dtype == torch.uint8:
-        return tensor.float().div(255)
-    return tensor.float()
+        return tensor.to(torch.get_default_dtype()).div(255)
+    return tensor.to(torch.get_default_dtype())
 
 
 def normalize(tensor, mean, std, inplace=False):
