@@ -1,10 +1,10 @@
 """What the hang report's collective wrapper costs per collective.
 
-The probe (distrun/check/probe.py) wraps torch.distributed's collectives to keep the last
-one each rank entered (a counter, the tensor's shape, the script's line, two writes to a
-memory-mapped record). Measured in a world of one process (gloo, a HashStore): N calls of
-`dist.all_reduce` on a 1-element tensor and of `dist.barrier()`, unwrapped and wrapped,
-interleaved rounds, best of each; prints the time per call and the difference.
+The probe (distrun/check/probe_collectives.py) wraps torch.distributed's collectives to
+keep the last one each rank entered (a counter, the tensor's shape, the script's line, two
+writes to a memory-mapped record). Measured in a world of one process (gloo, a HashStore):
+N calls of `dist.all_reduce` on a 1-element tensor and of `dist.barrier()`, unwrapped and
+wrapped, interleaved rounds, best of each; prints the time per call and the difference.
 
 Run:  .venv/bin/python benchmarks/bench_collectives.py [--calls 20000] [--rounds 5]
 """
@@ -25,15 +25,16 @@ def main() -> None:
     import torch
     import torch.distributed as dist
 
-    from distrun.check import probe
+    from distrun.check import probe_state
+    from distrun.check.probe_collectives import Collectives, counted
 
     folder = tempfile.mkdtemp(prefix="bench-collectives-")
     os.environ.update({"DISTRUN_CHECK_DIR": folder, "RANK": "0"})
     dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
     plain = {"all_reduce": dist.all_reduce, "barrier": dist.barrier}
-    probe._state = probe._State(folder, 0, None)
-    watch = probe._Collectives(folder, 0)
-    wrapped = {name: probe._counted(watch, name, f) for name, f in plain.items()}
+    probe_state.state = probe_state.State(folder, 0, None)
+    watch = Collectives(folder, 0)
+    wrapped = {name: counted(watch, name, f) for name, f in plain.items()}
     tensor = torch.ones(1)
     best: dict[tuple[str, str], float] = {}
     for _ in range(args.rounds):

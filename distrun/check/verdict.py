@@ -31,7 +31,7 @@ class LoaderFacts:
     dataset: int | None
     sampler: str
     replacement: bool
-    split: dict[str, Any] | None = None  # probe.py's _split: the Subset/sampler indices
+    split: dict[str, Any] | None = None  # probe_loaders.py's _split: the Subset/sampler indices
 
 
 @dataclass

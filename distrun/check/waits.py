@@ -4,7 +4,7 @@ from what the worker boot and the probe leave in the check folder.
 - `stacks<RANK>.pid`, `stacks<RANK>.txt`: boot.py registers faulthandler for a signal;
   distrun sends it and reads the stacks of every thread (written from C, so a rank
   blocked inside a collective answers).
-- `coll<RANK>`: the last collective the rank entered (probe.py): sequence number, name,
+- `coll<RANK>`: the last collective the rank entered (probe_collectives.py): sequence number, name,
   tensor shape and dtype, the script's line, whether it returned.
 
 `where_ranks_wait` returns the lines of the report: per rank, the script's frames of its
