@@ -35,10 +35,11 @@ from distrun.convert.names import Names
 from distrun.convert.transforms.rebuild import sampler_made
 
 
-def share_batch_sampler(ctx: Context, loader: cst.Call, batch_sampler: cst.BaseExpression
-                        ) -> None:
+def share_batch_sampler(ctx: Context, loader: cst.Call, batch_sampler: cst.BaseExpression,
+                        why: str) -> None:
     """`batch_sampler=X` of the training DataLoader `loader` -> `batch_sampler=
-    RankShareBatchSampler(X)`, whatever X is (a call, a name, an attribute)."""
+    RankShareBatchSampler(X)`, whatever X is (a call, a name, an attribute); `why`: why
+    the loader is one for training."""
     facts, n = ctx.facts, ctx.names
     made = sampler_made(facts, loader, batch_sampler)
     shown = f"{facts.code(made.func)}(...)" if isinstance(made, cst.Call) \
@@ -48,10 +49,10 @@ def share_batch_sampler(ctx: Context, loader: cst.Call, batch_sampler: cst.BaseE
     ctx.plan.rewrite(batch_sampler,
                      lambda node: expression(f"{n.rank_share_batches}({code_of(node)})"))
     ctx.plan.change(loader, "data.share_batch_sampler", f"the loader's own batch sampler "
-                    f"`{shown}` -> `{n.rank_share_batches}(...)`: every rank takes rank 0's "
-                    "batches (sent to all at each step, so the ranks need not draw alike) and "
-                    "keeps 1/WORLD_SIZE of each. The global batch stays the batch sampler's: "
-                    "batch N on 1 process is N/WORLD_SIZE per rank")
+                    f"`{shown}` -> `{n.rank_share_batches}(...)` ({why}): every rank takes "
+                    "rank 0's batches (sent to all at each step, so the ranks need not draw "
+                    "alike) and keeps 1/WORLD_SIZE of each. The global batch stays the batch "
+                    "sampler's: batch N on 1 process is N/WORLD_SIZE per rank")
     ctx.plan.splits_batches(loader)
 
 

@@ -39,6 +39,7 @@ from distrun.convert.object_flow import Place
 from distrun.convert.transforms.batch_samplers import share_batch_sampler
 from distrun.convert.transforms.batches import share_hand_made
 from distrun.convert.transforms.epochs import place_set_epoch, set_epoch_on_new_iterators
+from distrun.convert.transforms.loader_holders import holder_names
 from distrun.convert.transforms.rebuild import (
     auto_epoch_code,
     draw_per_rank,
@@ -90,6 +91,11 @@ def plan_data(ctx: Context) -> None:
         if reached:  # the names it is read by there, for set_epoch
             kind, why, names = "train", "it reaches the training loop", names | reached
         auto_epoch = False
+        held = holder_names(facts, call) if kind == "unknown" else None
+        if held is not None:  # made in a loader class: the names of its objects tell
+            kind, why = _classify(set(held.names), train_names, 0)
+            auto_epoch, why = kind == "train", f"`{held.cls}` makes it, its objects bound to " \
+                f"{', '.join(f'`{n}`' for n in sorted(held.names))}: {why or 'not training'}"
         if kind == "unknown" and _shuffles(facts, call):
             kind, auto_epoch = "train", True
             why = ("it shuffles: a training loader (an evaluation's order does not matter); "
@@ -274,7 +280,7 @@ def _add_sampler(ctx: Context, call: cst.Call, why: str, auto_epoch: bool = Fals
         return True
     batches = keyword(call, "batch_sampler")
     if batches is not None and given is None and len(positional(call)) <= 3:
-        share_batch_sampler(ctx, call, batches.value)  # no set_epoch: the original's batches
+        share_batch_sampler(ctx, call, batches.value, why)  # no set_epoch: the original's
         ctx.train_loaders.append(call)
         return True
     if given or batches or len(positional(call)) > 3:
