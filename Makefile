@@ -46,6 +46,7 @@ bench: $(STAMP)
 	$(PY) benchmarks/bench_sweep.py
 	$(PY) benchmarks/bench_check.py
 	$(PY) benchmarks/bench_tutorial.py
+	$(PY) benchmarks/bench_batch_sampler.py
 
 clean:
 	rm -rf $(VENV) build site *.egg-info .pytest_cache .mypy_cache .ruff_cache

@@ -17,7 +17,13 @@ import libcst as cst
 
 from distrun.convert.analysis import Facts, ModuleInfo
 from distrun.convert.build import Rewrite, constant
-from distrun.convert.report import SHARDED_BATCH_NOTE, Change, Finding, Severity
+from distrun.convert.report import (
+    SHARDED_BATCH_NOTE,
+    SPLIT_BATCH_NOTE,
+    Change,
+    Finding,
+    Severity,
+)
 from distrun.convert.rules import check
 
 Wrapper = Callable[[list[cst.BaseStatement]], cst.BaseStatement]
@@ -71,7 +77,19 @@ class Plan:
     def shards_batches(self, node: cst.CSTNode) -> None:
         """The loader changed at `node` now gives each process its own batches: the
         file's result says what that does to the batch (`ConvertResult.batch_note`)."""
-        self._report(node).batch_note = SHARDED_BATCH_NOTE
+        self._note(node, SHARDED_BATCH_NOTE)
+
+    def splits_batches(self, node: cst.CSTNode) -> None:
+        """The loader changed at `node` now splits each of its batches among the
+        processes: the global batch stays the original's (said in the batch note)."""
+        self._note(node, SPLIT_BATCH_NOTE)
+
+    def _note(self, node: cst.CSTNode, note: str) -> None:
+        report = self._report(node)
+        notes = report.batch_note.split("; and ") if report.batch_note else []
+        if note not in notes:  # the DistributedSampler's note first, the other after it
+            notes = sorted([*notes, note], key=lambda n: n != SHARDED_BATCH_NOTE)
+        report.batch_note = "; and ".join(notes)
 
     def report(self, info: ModuleInfo) -> Report:
         return self.reports.get(info.name, Report())

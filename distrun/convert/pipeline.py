@@ -115,7 +115,8 @@ def _resolved(facts: Facts, ctx: Context, results: list[ConvertResult]
 
 # The changes after which some training data is read in shares.
 _SHARDING = frozenset({"data.sampler", "data.share_sampler", "data.sampler_with_replacement",
-                       "data.rebuild_loader", "data.rank_batches", "accelerate.prepare_loader",
+                       "data.share_batch_sampler", "data.rebuild_loader", "data.rank_batches",
+                       "accelerate.prepare_loader",
                        "accelerate.prepare"})
 
 

@@ -15,6 +15,10 @@ Status = Literal["converted", "already-distributed", "nothing-to-do", "unsupport
 SHARDED_BATCH_NOTE = ("each process reads batch_size samples per step, so a step sees "
                       "batch_size x processes in all: scale the learning rate with it, or "
                       "divide batch_size by the number of processes to train as before")
+# ... when a loader given a batch_sampler now splits each batch among the processes.
+SPLIT_BATCH_NOTE = ("a loader given its own batch_sampler splits each of its batches among "
+                    "the processes: a step sees the batch sampler's batch, as before (each "
+                    "process reads 1/processes of it): keep its batch size")
 
 
 @dataclass(frozen=True)

@@ -81,6 +81,8 @@ _RULES: tuple[tuple[str, str], ...] = (
      "the same on every rank."),
     ("data.share_sampler", "A training loader's own sampler (SubsetRandomSampler...): "
      "every rank draws its order alike and takes its share."),
+    ("data.share_batch_sampler", "A training loader's own batch_sampler: every rank takes "
+     "rank 0's batches and keeps its share of each (the global batch stays the original's)."),
     ("data.rank_batches", "Batches a generator or class of the script makes: rank 0 makes "
      "them, each rank trains on one of every WORLD_SIZE in a row."),
     ("data.own_sampler", "A training DataLoader with its own sampler was not sharded."),

@@ -92,6 +92,17 @@ def test_eval_loader_is_not_sharded() -> None:
     assert "test_loader = DataLoader(TensorDataset(torch.randn(4, 2)), batch_size=2)" in output
 
 
+def test_an_eval_loader_with_its_own_batch_sampler_is_left_whole() -> None:
+    """Only training loaders get their batch sampler shared out; an evaluation loader
+    keeps it (every rank evaluates the full set), and with no training loader of that
+    kind the helper is not defined at all."""
+    output, _ = convert_with(
+        "val_loader = DataLoader(loader.dataset, batch_sampler=BatchSampler(\n"
+        "    SequentialSampler(loader.dataset), 4, drop_last=False))\n")
+    assert "batch_sampler=BatchSampler(\n    SequentialSampler(loader.dataset)" in output
+    assert "RankShareBatchSampler" not in output
+
+
 def test_loader_with_its_own_sampler_is_left_with_a_warning() -> None:
     source = TRAINING.replace(
         "batch_size=4, shuffle=True)", "batch_size=4, sampler=my_sampler)"

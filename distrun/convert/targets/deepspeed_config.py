@@ -128,8 +128,8 @@ def _argparse_default(facts: Facts, dest: str, depth: int) -> Value | None:
 
 def micro_batch(facts: Facts, loader: cst.Call | None) -> Value | None:
     """The batch size of the training DataLoader `loader` (1, DataLoader's default,
-    when it names none)."""
-    if loader is None:
+    when it names none); None when a batch_sampler of its own decides the batch."""
+    if loader is None or keyword(loader, "batch_sampler") is not None:
         return None
     arg = keyword(loader, "batch_size")
     pos = positional(loader)

@@ -10,9 +10,11 @@ and loses `shuffle`, whether that was a keyword, the third positional argument,
 or a key of a `**kwargs` dict built elsewhere (read at run time, never mutated).
 `loader.sampler.set_epoch(epoch)` goes at the top of the loop around the epoch.
 
+A loader's own sampler of torch's is shared out (`rebuild.share_sampler`), its own
+batch_sampler split batch by batch (`batch_samplers.py`).
 Evaluation loaders are left whole: every rank evaluates the full set, so sums
 divided by `len(loader.dataset)` stay exact. Won't: shard a loader that already
-has a sampler or batch_sampler, or an IterableDataset (reported with the fix).
+has another sampler, or an IterableDataset (reported with the fix).
 """
 
 from __future__ import annotations
@@ -34,8 +36,10 @@ from distrun.convert.idioms import (
     unwrap_iter,
 )
 from distrun.convert.object_flow import Place
+from distrun.convert.transforms.batch_samplers import share_batch_sampler
 from distrun.convert.transforms.batches import share_hand_made
 from distrun.convert.transforms.epochs import place_set_epoch, set_epoch_on_new_iterators
+from distrun.convert.transforms.loader_holders import holder_names
 from distrun.convert.transforms.rebuild import (
     auto_epoch_code,
     draw_per_rank,
@@ -76,6 +80,7 @@ def plan_data(ctx: Context) -> None:
             fed.setdefault(ctx.flow.root(place), set()).update(
                 origin_names(facts, code, facts.scope(read), 0))
     sharded: set[str] = set()
+    epoched: set[str] = set()  # sharded by a sampler whose epoch moves on (not batch_sampler)
     mixed: set[str] = set()
     for call in loaders:
         names = _construction_names(facts, call)
@@ -86,6 +91,11 @@ def plan_data(ctx: Context) -> None:
         if reached:  # the names it is read by there, for set_epoch
             kind, why, names = "train", "it reaches the training loop", names | reached
         auto_epoch = False
+        held = holder_names(facts, call) if kind == "unknown" else None
+        if held is not None:  # made in a loader class: the names of its objects tell
+            kind, why = _classify(set(held.names), train_names, 0)
+            auto_epoch, why = kind == "train", f"`{held.cls}` makes it, its objects bound to " \
+                f"{', '.join(f'`{n}`' for n in sorted(held.names))}: {why or 'not training'}"
         if kind == "unknown" and _shuffles(facts, call):
             kind, auto_epoch = "train", True
             why = ("it shuffles: a training loader (an evaluation's order does not matter); "
@@ -100,6 +110,7 @@ def plan_data(ctx: Context) -> None:
         elif kind == "train":
             if _add_sampler(ctx, call, why, auto_epoch):
                 sharded |= names
+                epoched |= names if keyword(call, "batch_sampler") is None else set()
         elif kind == "eval" and ctx.options.eval_shard:
             ctx.eval_loaders.append(EvalLoader(call, frozenset(names)))
         elif kind == "eval":
@@ -113,7 +124,8 @@ def plan_data(ctx: Context) -> None:
                          "if it feeds training, pass `sampler=DistributedSampler(dataset, "
                          "shuffle=...)` and drop `shuffle`")
     built = {n for call in loaders for n in _construction_names(facts, call)} - mixed
-    sharded |= rebuild_unseen_loaders(ctx, loops, built)
+    rebuilt = rebuild_unseen_loaders(ctx, loops, built)
+    sharded, epoched = sharded | rebuilt, epoched | rebuilt
     hand_made = share_hand_made(ctx, sharded)
     if not loaders and not sharded and not hand_made:
         plan.finding(None, "data.no_loader",
@@ -124,10 +136,10 @@ def plan_data(ctx: Context) -> None:
         return
     placed: set[tuple[int, str]] = set()
     for tl in loops:
-        if origin_names(facts, tl.loader, facts.scope(tl.loop), 0) & sharded:
+        if origin_names(facts, tl.loader, facts.scope(tl.loop), 0) & epoched:
             place_set_epoch(ctx, tl.loop, tl.loader, facts.scope(tl.loop), 0, placed)
     if not ctx.target.loaders_count_epochs:
-        set_epoch_on_new_iterators(ctx, sharded)
+        set_epoch_on_new_iterators(ctx, epoched)
     _measured_on_training_data(ctx, sharded)
     _progress_of_the_whole(ctx, sharded)
 
@@ -266,7 +278,12 @@ def _add_sampler(ctx: Context, call: cst.Call, why: str, auto_epoch: bool = Fals
     if given is not None and share_sampler(ctx, call, given.value):
         ctx.train_loaders.append(call)
         return True
-    if given or keyword(call, "batch_sampler") or len(positional(call)) > 3:
+    batches = keyword(call, "batch_sampler")
+    if batches is not None and given is None and len(positional(call)) <= 3:
+        share_batch_sampler(ctx, call, batches.value, why)  # no set_epoch: the original's
+        ctx.train_loaders.append(call)
+        return True
+    if given or batches or len(positional(call)) > 3:
         plan.finding(call, "data.own_sampler", "this training DataLoader already has a sampler: "
                      "it was not sharded, so every rank reads the whole dataset",
                      "shard it yourself: wrap the sampler's indices per rank, or use "
