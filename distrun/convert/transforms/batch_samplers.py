@@ -13,12 +13,14 @@ the number of steps stay the original's.
 The batches must be the same on every rank, and a batch sampler drawing from torch's
 global generator draws alike only where every rank seeded torch alike and made the same
 draws before: silently wrong otherwise (ranks training on overlapping shares). So rank 0
-sends its batch to the others at each step (`dist.broadcast_object_list`, which uses the
-current CUDA device under NCCL and works on gloo): right for unseeded scripts too. Every
+sends its batch to the others at each step (`dist.broadcast_object_list`): right for
+unseeded scripts too. Under another backend than gloo (NCCL), the broadcast goes through
+a gloo group of its own, made at the first pass: over NCCL it would wait at each step for
+the GPU work queued before it. Every
 rank still iterates its own batch sampler in step with rank 0, so the random numbers it
 draws after (a model built later, a random choice in the loop) stay the original's.
-What it costs: one object broadcast per batch, made in the main process (DataLoader
-workers receive indices only); under NCCL it waits for the GPU work queued before it.
+What it costs: one object broadcast per batch over gloo (about 1 ms on one machine),
+made in the main process (DataLoader workers receive indices only).
 
 No `set_epoch` is placed for such a loader: the batches are the original's, drawn as
 the original draws them. `loader.batch_sampler.set_epoch(...)` written by the script
@@ -69,13 +71,15 @@ class {n.rank_share_batches}(torch.utils.data.Sampler):
     repeating its first indices, and one of fewer than WORLD_SIZE indices is repeated until
     every rank has one, so those samples count twice in that step. Infinite batch samplers
     work (one batch at a time); len() is the original's; set_epoch and any other
-    attribute reach `batch_sampler`."""
+    attribute reach `batch_sampler`. The batches go through a gloo group (one of its own
+    where the job's backend is another, NCCL: no wait on the GPU at each step)."""
 
     def __init__(self, batch_sampler):
         self.batch_sampler = batch_sampler
+        self.group = None
 
     def __getattr__(self, name):
-        if name == "batch_sampler":  # not set yet (a copy being made)
+        if name in ("batch_sampler", "group"):  # not set yet (a copy being made)
             raise AttributeError(name)
         return getattr(self.batch_sampler, name)
 
@@ -87,10 +91,12 @@ class {n.rank_share_batches}(torch.utils.data.Sampler):
             yield from self.batch_sampler
             return
         world, rank = {n.dist}.get_world_size(), {n.dist}.get_rank()
+        if self.group is None and {n.dist}.get_backend() != "gloo":
+            self.group = {n.dist}.new_group(backend="gloo")
         own = iter(self.batch_sampler)
         while True:
             holder = [next(own, None)]  # drawn on every rank, rank 0's used
-            {n.dist}.broadcast_object_list(holder, src=0)
+            {n.dist}.broadcast_object_list(holder, src=0, group=self.group)
             batch = holder[0]
             if batch is None:
                 return
