@@ -8,10 +8,14 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import libcst as cst
 
 from distrun.convert.analysis import Facts, dotted, positional
+
+if TYPE_CHECKING:  # object_flow imports this module
+    from distrun.convert.object_flow import Flow
 from distrun.convert.keywords import (
     keyword_read,
     keywords_passed,
@@ -72,15 +76,17 @@ def is_optimizer_step(call: cst.Call) -> bool:
             and "sched" not in owner.lower())
 
 
-def trains(facts: Facts, container: cst.CSTNode, depth: int = 0) -> bool:
+def trains(facts: Facts, container: cst.CSTNode, depth: int = 0, flow: Flow | None = None
+           ) -> bool:
     """Does `container` (or a function of the script it calls, 3 calls deep) run a
-    backward pass or step an optimizer?"""
+    backward pass or step an optimizer? With `flow`, methods called on instances of the
+    script's classes are followed too (`algorithm.update(x, y)`)."""
     for call in facts.calls_in(container):
         if is_backward(call) or is_optimizer_step(call):
             return True
-        found = facts.callee(call)
+        found = flow.callee(call) if flow is not None else facts.callee(call)
         if found is not None and depth < 3 and found[0] is not container:
-            if trains(facts, found[0], depth + 1):
+            if trains(facts, found[0], depth + 1, flow):
                 return True
     return False
 
@@ -101,12 +107,12 @@ class TrainLoop:
     loader: str  # dotted code of the iterated loader, e.g. "train_loader" or "self.loader"
 
 
-def train_loops(facts: Facts) -> list[TrainLoop]:
-    """`for` loops over a loader whose body trains."""
+def train_loops(facts: Facts, flow: Flow | None = None) -> list[TrainLoop]:
+    """`for` loops over a loader whose body trains (see `trains` for `flow`)."""
     loops = []
     for loop in facts.for_loops:
         code = dotted(unwrap_iter(facts, loop.iter))
-        if code is not None and trains(facts, loop.body):
+        if code is not None and trains(facts, loop.body, flow=flow):
             loops.append(TrainLoop(loop, code))
     return loops
 

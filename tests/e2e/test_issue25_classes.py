@@ -148,3 +148,19 @@ def test_batches_a_generator_makes_are_shared_out_like_a_sampler(tmp_path: Path)
     expected, got = torch.load(tmp_path / "single.pt"), torch.load(tmp_path / "two.pt")
     for key, value in expected.items():
         assert torch.allclose(value, got[key], atol=1e-5), key
+
+
+def test_a_model_that_owns_its_network_saves_the_original_s_keys(tmp_path: Path) -> None:
+    """DomainBed's style: an nn.Module owning its network and optimizer, saved whole. Its
+    DDP object, made in its __init__, is kept out of its submodules: the checkpoint has
+    the original's keys (no `ddp_network.module.*` beside `network.*`) and weights."""
+    from tests.e2e.test_corpus_equivalence import assert_same_checkpoint, run_single, run_two
+
+    script = tmp_path / "owns.py"
+    script.write_text((ROOT / "tests/convert/fixtures/model/module_owns_network.py").read_text())
+    converted = tmp_path / "owns_ddp.py"
+    conv = distrun("convert", str(script), "-o", str(converted))
+    assert conv.returncode == 0, conv.stdout + conv.stderr
+    run_single(script, tmp_path)
+    run_two(converted, tmp_path)
+    assert_same_checkpoint(tmp_path)

@@ -7,9 +7,16 @@
 The training forward passes call `ddp_model`; everything else keeps the model itself
 (see `transforms/model.py`). Everything else of the vocabulary is torch.distributed's
 (`targets/base.py`). A model the script never moves to a device is moved in the wrap.
+
+A wrapper made as an attribute of an nn.Module of the script (`self.ddp_network` in a
+model that holds its own network) is put in the instance's `__dict__`: assigned plainly,
+nn.Module would register it as a submodule, and `state_dict()` would hold every weight
+twice (`ddp_network.module.*` beside `network.*`), a checkpoint the original cannot load.
 """
 
 from __future__ import annotations
+
+import libcst as cst
 
 from distrun.convert.build import statement
 from distrun.convert.context import Context, Wrapping, WrapSite
@@ -24,6 +31,30 @@ class DDP(TorchDistributed):
         n = ctx.names
         inner = site.model_code if site.moved else f"{site.model_code}.to({n.device})"
         ctx.need("ddp", at=site.anchor)
-        return Wrapping(statement(
-            f"{site.wrapper} = {n.ddp}({inner}, device_ids=[{n.local_rank}] "
-            f"if torch.cuda.is_available() else None)\n"), site.anchor, site.after)
+        made = (f"{n.ddp}({inner}, device_ids=[{n.local_rank}] "
+                "if torch.cuda.is_available() else None)")
+        attribute = site.wrapper.removeprefix("self.")
+        if attribute != site.wrapper and attribute.isidentifier() and _in_module_class(
+                ctx, site.anchor):
+            return Wrapping(statement(
+                f'self.__dict__["{attribute}"] = {made}  # not a submodule: the checkpoint '
+                "keeps the original's keys\n"), site.anchor, site.after)
+        return Wrapping(statement(f"{site.wrapper} = {made}\n"), site.anchor, site.after)
+
+
+_MODULE = frozenset({"torch.nn.Module", "torch.nn.modules.module.Module"})
+
+
+def _in_module_class(ctx: Context, anchor: cst.CSTNode) -> bool:
+    """Whether `anchor` is in a method of a class of the script that is an nn.Module (its
+    bases followed through the script's own classes)."""
+    cls = next((a for a in ctx.facts.ancestors(anchor) if isinstance(a, cst.ClassDef)), None)
+    seen: set[str] = set()
+    while cls is not None and cls.name.value not in seen:
+        seen.add(cls.name.value)
+        names = [ctx.facts.qualname(b.value) or "" for b in cls.bases]
+        if any(name in _MODULE for name in names):
+            return True
+        cls = next((c for c in ctx.facts.classes() for name in names
+                    if c.name.value == name.rsplit(".", 1)[-1]), None)
+    return False

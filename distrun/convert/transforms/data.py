@@ -61,7 +61,7 @@ def plan_data(ctx: Context) -> None:
     facts, plan = ctx.facts, ctx.plan
     same_splits(ctx)
     loaders = [c for c in facts.calls if facts.call_name(c) in DATALOADER]
-    loops = train_loops(facts)
+    loops = train_loops(facts, ctx.flow)
     train_names: set[str] = set()
     for tl in loops:
         train_names |= origin_names(facts, tl.loader, facts.scope(tl.loop), 0)
@@ -419,7 +419,7 @@ def _measured_on_training_data(ctx: Context, sharded: set[str]) -> None:
     facts = ctx.facts
     for call in facts.calls:
         found = ctx.flow.callee(call)
-        if found is None or trains(facts, found[0]):
+        if found is None or trains(facts, found[0], flow=ctx.flow):
             continue
         func, is_method = found
         for arg in call.args:

@@ -36,7 +36,7 @@ def shard_eval_loaders(ctx: Context) -> None:
                    "evaluation function), so there is nothing to shard",
                    "leave --eval shard out")
         return
-    train = {id(t.loop) for t in train_loops(facts)}
+    train = {id(t.loop) for t in train_loops(facts, ctx.flow)}
     whole = []
     for loader in ctx.eval_loaders:
         loops = []

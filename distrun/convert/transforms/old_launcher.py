@@ -143,7 +143,7 @@ def report_gaps(ctx: Context) -> None:
     elif not any(isinstance(c.func, cst.Attribute) and c.func.attr.value == "set_epoch"
                  for c in facts.calls):
         placed: set[tuple[int, str]] = set()
-        for loop in train_loops(facts):
+        for loop in train_loops(facts, ctx.flow):
             place_set_epoch(ctx, loop.loop, loop.loader, facts.scope(loop.loop), 0, placed)
         if not placed:
             ctx.plan.finding(samplers[0], "old_launcher.no_set_epoch",
