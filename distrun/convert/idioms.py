@@ -8,20 +8,24 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import libcst as cst
 
 from distrun.convert.analysis import Facts, dotted, positional
-
-if TYPE_CHECKING:  # object_flow imports this module
-    from distrun.convert.object_flow import Flow
 from distrun.convert.keywords import (
     keyword_read,
     keywords_passed,
     spread_onto_self,
     star_kwargs,
 )
+
+
+class Flow(Protocol):
+    """What `trains` asks of object_flow.Flow (which imports this module)."""
+
+    def callee(self, call: cst.Call) -> tuple[cst.FunctionDef, bool] | None: ...
+
 
 DATALOADER = frozenset({"torch.utils.data.DataLoader", "torch.utils.data.dataloader.DataLoader"})
 ITERABLE_DATASET = frozenset({"torch.utils.data.IterableDataset",

@@ -24,7 +24,7 @@ from __future__ import annotations
 import libcst as cst
 
 from distrun.convert import other_ranks
-from distrun.convert.analysis import Facts, block_body, dotted, keyword, positional, string_value
+from distrun.convert.analysis import Facts, dotted, keyword
 from distrun.convert.build import (
     append_keyword,
     code_of,
@@ -34,6 +34,7 @@ from distrun.convert.build import (
     statement,
 )
 from distrun.convert.context import Context, Transform
+from distrun.convert.file_modes import kept_file, opens_for_writing
 from distrun.convert.object_flow import Place
 
 _LOG_LEVELS = frozenset({"debug", "info", "warning", "warn", "error", "exception", "critical",
@@ -149,7 +150,7 @@ def _plan_file_writes(ctx: Context) -> set[int]:
     facts, plan, rank = ctx.facts, ctx.plan, ctx.names.rank
     guarded: set[int] = set()
     for call in facts.calls:
-        if not _opens_for_writing(facts, call):
+        if not opens_for_writing(ctx, call):
             continue
         item = facts.parent.get(call)
         block = facts.parent.get(item) if isinstance(item, cst.WithItem) else None
@@ -159,7 +160,7 @@ def _plan_file_writes(ctx: Context) -> set[int]:
                         "file written by rank 0 only (every rank would write "
                         "the same file)")
             guarded.add(id(block))
-        elif _kept_file(ctx, call, block):
+        elif kept_file(ctx, call, block):
             guarded.add(id(call))
         elif not (isinstance(block, cst.With) and any(
                 facts.call_name(c) == "torch.save" for c in facts.calls_in(block))):
@@ -167,55 +168,6 @@ def _plan_file_writes(ctx: Context) -> set[int]:
                          f"`{facts.code(call)}`: every rank writes this file",
                          f"write it on one rank: `if {rank} == 0:` around the writing")
     return guarded
-
-
-def _kept_file(ctx: Context, call: cst.Call, block: cst.CSTNode | None) -> bool:
-    """`log = open(path, "a")` kept and written later (`log.write(...)` anywhere), or
-    `with open(path, "a") as log:` around more than writing (an evaluation, checkpoints):
-    on the other ranks the file is `os.devnull` opened the same way, so every write, flush
-    and close works and writes nothing, and the rest of the block runs on every rank."""
-    facts, rank = ctx.facts, ctx.names.rank
-    if facts.call_name(call) not in ("open", "io.open"):
-        return False
-    holder = facts.parent.get(call)
-    kept = isinstance(holder, cst.Assign) and holder.value is call and len(holder.targets) == 1
-    around = isinstance(block, cst.With) and not (
-        len(block_body(block)) == 1 and any(facts.call_name(c) == "torch.save"
-                                            for c in facts.calls_in(block)))
-    if not (kept or around):
-        return False
-    mode = keyword(call, "mode")
-    args = positional(call)
-    mode_code = facts.code(mode.value) if mode is not None else (
-        facts.code(args[1].value) if len(args) > 1 else '"r"')
-    os_name = ctx.names.os
-    ctx.need("os", at=call)
-    code = f"{{}} if {rank} == 0 else open({os_name}.devnull, {mode_code})"
-    ctx.plan.rewrite(call, lambda n: expression(code.format(code_of(n))))
-    ctx.plan.change(call, "output.rank0_file",
-                    "file written by rank 0 only: the other ranks open os.devnull in its "
-                    "place, so their writes go nowhere")
-    return True
-
-
-_OPENERS = frozenset({"open", "io.open", "codecs.open", "gzip.open", "bz2.open", "lzma.open"})
-
-
-def _opens_for_writing(facts: Facts, call: cst.Call) -> bool:
-    """`open(path, "w")`, `gzip.open(path, "wt")`, `path.open("w")` (pathlib: the mode
-    comes first), with a literal mode that writes."""
-    name = facts.call_name(call) or ""
-    if name in _OPENERS:
-        at = 1
-    elif isinstance(call.func, cst.Attribute) and call.func.attr.value == "open" \
-            and "." not in name.rpartition(".")[0]:
-        at = 0  # a method: `Path(...).open(mode)`, `fname.open("wt")`
-    else:
-        return False
-    mode = keyword(call, "mode") or (call.args[at] if len(call.args) > at and
-                                     call.args[at].keyword is None else None)
-    text = string_value(mode.value) if mode is not None else None
-    return text is not None and any(c in text for c in "wax")
 
 
 def _does_more_than_write(ctx: Context, block: cst.With) -> bool:
