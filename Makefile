@@ -16,13 +16,19 @@ $(STAMP): pyproject.toml constraints.txt
 		a().create_op_builder('ShareMemCommBuilder').load()" >/dev/null
 	touch $(STAMP)
 
+# Two pytest-xdist workers (one per core of the 2-core machines the suite is sized for):
+# most of an end-to-end test is waiting (a rendezvous, a timeout, a process starting), and
+# two tests overlap their waits. WORKERS=0 runs the suite in one process.
+WORKERS ?= 2
+TEST_OPTS = -q $(if $(filter 0,$(WORKERS)),,-n $(WORKERS) --dist loadgroup)
+
 test: $(STAMP)
-	$(PY) -m pytest -q
+	$(PY) -m pytest $(TEST_OPTS)
 
 # The same suite with every core kept busy by a loop (ended with the run, even on Ctrl-C):
 # no test may depend on an idle machine.
 test-loaded: $(STAMP)
-	$(PY) tests/under_load.py -- $(PY) -m pytest -q
+	$(PY) tests/under_load.py -- $(PY) -m pytest $(TEST_OPTS)
 
 demo: $(STAMP)
 	rm -f examples/mnist_like_ddp.py

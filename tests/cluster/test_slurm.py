@@ -17,7 +17,8 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = [pytest.mark.e2e, pytest.mark.cluster]
+# one SLURM rig per machine: its tests run in one pytest-xdist worker (make test's -n 2)
+pytestmark = [pytest.mark.e2e, pytest.mark.cluster, pytest.mark.xdist_group("slurm")]
 
 JOB = """\
 import os, sys, torch, torch.distributed as dist
