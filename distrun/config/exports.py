@@ -172,12 +172,16 @@ def _spec(r: dict[str, Any]) -> LaunchSpec:
     low, high = node_range(r["nnodes"])
     endpoint = r["rdzv"]["endpoint"]
     port = r["master_port"] or DEFAULT_MASTER_PORT
+    rdzv_id = r["rdzv"]["id"]
+    if r["max_restarts"] and not endpoint:  # as `distrun launch` does (_restart_note)
+        endpoint = f"{r['master_addr'] or '127.0.0.1'}:{port}"
+        rdzv_id = rdzv_id if rdzv_id not in ("", "none") else f"distrun-{port}"
     return LaunchSpec(
         script=r["script"], script_args=tuple(r["script_args"]), module=r["module"],
         nproc_per_node=r["nproc_per_node"], min_nodes=low, max_nodes=high,
         node_rank=r["node_rank"], master_addr=r["master_addr"] or "127.0.0.1",
         master_port=port, rdzv_backend="c10d" if endpoint else r["rdzv"]["backend"],
-        rdzv_endpoint=endpoint, rdzv_id=r["rdzv"]["id"],
+        rdzv_endpoint=endpoint, rdzv_id=rdzv_id,
         rdzv_conf=tuple(sorted(r["rdzv"]["conf"].items())), max_restarts=r["max_restarts"],
         log_dir=r["log_dir"], launcher=r["launcher"], mixed_precision=r["mixed_precision"],
         env=tuple(sorted(r["env"].items())),
@@ -200,8 +204,19 @@ def _torchrun(config: Config, r: dict[str, Any]) -> str:
     note = ("# launcher: deepspeed in the file; torchrun runs a script converted --to "
             "deepspeed too (DeepSpeed's own launcher: --format deepspeed)\n"
             if r["launcher"] == "deepspeed" else "")
-    return (f"# torchrun command for {where}, from {config.path}\n{note}"
+    return (f"# torchrun command for {where}, from {config.path}\n{note}{_restart_note(r)}"
             f"{env + ' ' if env else ''}{shlex.join(argv)}\n")
+
+
+def _restart_note(r: dict[str, Any]) -> str:
+    """Restarts need a c10d rendezvous: torchrun's static one does not survive a restart
+    (the restarted workers meet in a store that still holds the first attempt's keys)."""
+    if not r["max_restarts"] or r["rdzv"]["endpoint"]:
+        return ""
+    many = node_range(r["nnodes"])[1] > 1
+    return ("# max_restarts: a c10d rendezvous at node 0's address, not the static one, "
+            "which a restart\n# does not survive" + (
+                " (c10d ranks the nodes in the order they join)" if many else "") + "\n")
 
 
 def _accelerate(config: Config, r: dict[str, Any]) -> str:
@@ -219,7 +234,7 @@ def _accelerate(config: Config, r: dict[str, Any]) -> str:
         num_processes=total, num_machines=high, machine_rank=r["node_rank"],
         mixed_precision=r["mixed_precision"],
         distributed_type="MULTI_GPU" if total > 1 else "NO",
-        rdzv_backend="c10d" if r["rdzv"]["endpoint"] else "static",
+        rdzv_backend="c10d" if r["rdzv"]["endpoint"] or r["max_restarts"] else "static",
     )
     if r["rdzv"]["endpoint"]:
         host, _, port = str(r["rdzv"]["endpoint"]).rpartition(":")

@@ -110,5 +110,20 @@ def test_torchrun_export_is_the_command_for_this_node(monkeypatch: pytest.Monkey
     command = text.splitlines()[-1]
     assert command.startswith("ACCELERATE_MIXED_PRECISION=bf16 DISTRUN_MIXED_PRECISION=bf16 "
                               "NCCL_DEBUG=WARN torchrun ")
-    assert "--node-rank=1" in command and "'run one'" in command
+    assert "'run one'" in command
+    # max_restarts 1: a c10d rendezvous at node 0's address (a static one does not survive
+    # a restart), which ranks the nodes itself
+    assert "--rdzv-backend=c10d --rdzv-endpoint=10.0.0.1:29511 --rdzv-id=distrun-29511 " \
+        "--max-restarts=1" in command and "--node-rank" not in command
+    assert "a restart\n# does not survive" in text
     assert shutil.which("bash") is not None
+
+
+def test_torchrun_export_without_restarts_keeps_the_static_rendezvous(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    text = (GOLDEN / "multi.yaml").read_text().replace("max_restarts: 1", "max_restarts: 0")
+    (tmp_path / "norestart.yaml").write_text(text)
+    monkeypatch.chdir(tmp_path)
+    command = export(load("norestart.yaml"), "torchrun").splitlines()[-1]
+    assert "--node-rank=1 --master-addr=10.0.0.1 --master-port=29511" in command
+    assert "rdzv" not in command
