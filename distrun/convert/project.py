@@ -7,7 +7,10 @@ site-packages. A script that imports no local module is a project of one file. A
 inside a package (`pkg/train.py` beside `pkg/__init__.py`) that imports its own package
 by name (`from pkg.utils import load_data`: the package is installed, or its parent
 folder is on PYTHONPATH) reaches it through the folder above the package, which is then
-the project's top folder (`package_top`). The entry may be a notebook (`NAME.ipynb`): its
+the project's top folder (`package_top`). So is a folder above the entry that the entry
+adds to `sys.path` itself (`sys.path.append("../../")`, read from the entry's folder,
+where its README runs it; or `os.path.join(os.path.dirname(__file__), "..")`) when
+modules are found through it (`script_paths`). The entry may be a notebook (`NAME.ipynb`): its
 code cells, as `notebook.py` joins them, are the entry script, whose converted text goes
 to `NAME_ddp.py` beside the notebook (never into the notebook).
 
@@ -95,6 +98,9 @@ def find_modules(entry: Path, root: Path | None = None, text: str | None = None
     inside_root = root is None or above is not None and root.resolve() in (above, *above.parents)
     if above is not None and above not in places and inside_root:
         places.append(above)
+    for added in script_paths(entry, text):
+        if added not in places and (root is None or root.resolve() in (added, *added.parents)):
+            places.append(added)
     found: dict[Path, str] = {entry: entry.stem}
     todo = [(entry, "")]
     while todo:
@@ -120,6 +126,52 @@ def find_modules(entry: Path, root: Path | None = None, text: str | None = None
                 if modules:
                     break  # found where Python looks first
     return list(found.items())
+
+
+def script_paths(entry: Path, text: str | None = None) -> list[Path]:
+    """The folders above the entry that its own code adds to `sys.path` (at its top level
+    or in a function): `sys.path.append("../..")` / `.insert(0, ...)` with a literal
+    (relative to the entry's folder), `os.path.join(os.path.dirname(__file__), "..")`
+    and `os.path.abspath(...)` / `os.path.realpath(...)` of either. Folders that are not
+    above the entry are left out (a sibling folder is not the project's)."""
+    entry = entry.resolve()
+    try:
+        tree = ast.parse(text if text is not None else entry.read_text(encoding="utf-8"))
+    except (OSError, SyntaxError, UnicodeDecodeError, ValueError):
+        return []
+    found = []
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                and node.func.attr in ("append", "insert") and node.args
+                and ast.unparse(node.func.value) == "sys.path"):
+            continue
+        folder = _folder_of(node.args[-1], entry.parent)
+        if folder is not None and folder in entry.parents and folder not in found:
+            found.append(folder)
+    return found
+
+
+def _folder_of(expr: ast.expr, here: Path) -> Path | None:
+    """The folder `expr` names, read from the entry's folder `here` (None: unknown)."""
+    if isinstance(expr, ast.Constant) and isinstance(expr.value, str):
+        return (here / expr.value).resolve()
+    if isinstance(expr, ast.Call):
+        name = ast.unparse(expr.func)
+        if name in ("os.path.abspath", "os.path.realpath", "os.path.normpath") and expr.args:
+            return _folder_of(expr.args[0], here)
+        if name == "os.path.dirname" and len(expr.args) == 1:
+            if ast.unparse(expr.args[0]) == "__file__":
+                return here
+            inner = _folder_of(expr.args[0], here)
+            return inner.parent if inner is not None else None
+        if name == "os.path.join" and expr.args:
+            base = _folder_of(expr.args[0], here)
+            parts = [a.value for a in expr.args[1:]
+                     if isinstance(a, ast.Constant) and isinstance(a.value, str)]
+            if base is None or len(parts) != len(expr.args) - 1:
+                return None
+            return base.joinpath(*parts).resolve()
+    return None
 
 
 def package_top(entry: Path) -> Path | None:
@@ -148,10 +200,17 @@ def project_top(entry: Path, root: str | None = None,
         return top
     top = entry.resolve().parent
     above = package_top(entry)
-    if above is None:
+    added = [folder for folder in script_paths(entry) if folder != top]
+    if above is None and not added:
         return top
     found = found if found is not None else find_modules(entry)
-    return above if own_package_imports(entry, found) else top
+    if above is not None and own_package_imports(entry, found):
+        return above
+    # the highest folder the entry adds to sys.path through which a module was found
+    reached = [folder for folder in added if any(
+        top not in path.parents and folder in path.parents for path, _ in found[1:])]
+    return max(reached, key=lambda folder: len(entry.resolve().parents) - len(
+        folder.parents), default=top)
 
 
 def own_package_imports(entry: Path, found: list[tuple[Path, str]]) -> list[str]:
