@@ -19,8 +19,6 @@ has another sampler, or an IterableDataset (reported with the fix).
 
 from __future__ import annotations
 
-import re
-
 import libcst as cst
 
 from distrun.convert.analysis import Facts, dotted, keyword, positional
@@ -40,6 +38,13 @@ from distrun.convert.transforms.batch_samplers import share_batch_sampler
 from distrun.convert.transforms.batches import share_hand_made
 from distrun.convert.transforms.epochs import place_set_epoch, set_epoch_on_new_iterators
 from distrun.convert.transforms.loader_holders import holder_names
+from distrun.convert.transforms.loader_names import (
+    EVAL_NAME,
+    builds_both,
+    classify,
+    construction_names,
+    reached_names,
+)
 from distrun.convert.transforms.rebuild import (
     auto_epoch_code,
     draw_per_rank,
@@ -53,8 +58,6 @@ _LOADER_PARAMS = [
     "dataset", "batch_size", "shuffle", "sampler", "batch_sampler", "num_workers",
     "collate_fn", "pin_memory", "drop_last", "timeout", "worker_init_fn",
 ]
-_EVAL_NAME = re.compile(r"test|val|eval|dev|valid", re.IGNORECASE)
-_TRAIN_NAME = re.compile(r"train", re.IGNORECASE)
 
 
 def plan_data(ctx: Context) -> None:
@@ -83,17 +86,17 @@ def plan_data(ctx: Context) -> None:
     epoched: set[str] = set()  # sharded by a sampler whose epoch moves on (not batch_sampler)
     mixed: set[str] = set()
     for call in loaders:
-        names = _construction_names(facts, call)
-        kind, why = _classify(names, train_names, len(loaders))
+        names = construction_names(facts, call)
+        kind, why = classify(names, train_names, len(loaders))
         if names & drawn and not names & looped:
             why = "its batches, drawn with `next()`, go into training"
-        reached = _reached(ctx, call, fed) if kind == "unknown" else set()
+        reached = reached_names(ctx, call, fed) if kind == "unknown" else set()
         if reached:  # the names it is read by there, for set_epoch
             kind, why, names = "train", "it reaches the training loop", names | reached
         auto_epoch = False
         held = holder_names(facts, call) if kind == "unknown" else None
         if held is not None:  # made in a loader class: the names of its objects tell
-            kind, why = _classify(set(held.names), train_names, 0)
+            kind, why = classify(set(held.names), train_names, 0)
             auto_epoch, why = kind == "train", f"`{held.cls}` makes it, its objects bound to " \
                 f"{', '.join(f'`{n}`' for n in sorted(held.names))}: {why or 'not training'}"
         if kind == "unknown" and _shuffles(facts, call):
@@ -101,7 +104,7 @@ def plan_data(ctx: Context) -> None:
             why = ("it shuffles: a training loader (an evaluation's order does not matter); "
                    "where its passes start is not followed, so its sampler moves to the next "
                    "epoch after each pass")
-        if kind == "train" and _builds_both(facts, call, names, train_names):
+        if kind == "train" and builds_both(facts, call, names, train_names):
             mixed |= names
             plan.finding(call, "data.mixed_helper",
                          "this function builds training and evaluation loaders "
@@ -123,7 +126,7 @@ def plan_data(ctx: Context) -> None:
                          "left unsharded (every rank reads all of it)",
                          "if it feeds training, pass `sampler=DistributedSampler(dataset, "
                          "shuffle=...)` and drop `shuffle`")
-    built = {n for call in loaders for n in _construction_names(facts, call)} - mixed
+    built = {n for call in loaders for n in construction_names(facts, call)} - mixed
     rebuilt = rebuild_unseen_loaders(ctx, loops, built)
     sharded, epoched = sharded | rebuilt, epoched | rebuilt
     hand_made = share_hand_made(ctx, sharded)
@@ -147,101 +150,6 @@ def plan_data(ctx: Context) -> None:
 TRANSFORM = Transform("data", plan_data)
 
 
-def _construction_names(facts: Facts, call: cst.Call) -> set[str]:
-    """Names a DataLoader gets: `x = DataLoader(...)`, `self.x = ...`, a keyword it is
-    passed as, and, when a helper returns it (directly, by name, or in a tuple), the
-    names the helper's callers give its result."""
-    node: cst.CSTNode = call
-    index: int | None = None
-    parent = facts.parent.get(node)
-    if isinstance(parent, cst.Element) and isinstance(facts.parent.get(parent), cst.Tuple):
-        tup = facts.parent[parent]
-        assert isinstance(tup, cst.Tuple)
-        index = list(tup.elements).index(parent)
-        node, parent = tup, facts.parent.get(tup)
-    names: set[str] = set()
-    if isinstance(parent, cst.Assign):
-        names = _target_names(parent, index)
-    elif isinstance(parent, cst.Arg) and parent.keyword is not None:
-        names = {parent.keyword.value}
-    func = facts.function(call)
-    if func is None:
-        return names
-    if isinstance(parent, cst.Return):
-        return {func.name.value} | _caller_names(facts, func, index)
-    for ret in facts.returns:
-        if facts.function(ret) is not func or ret.value is None:
-            continue
-        if isinstance(ret.value, cst.Name) and ret.value.value in names:
-            names |= _caller_names(facts, func, None)
-        elif isinstance(ret.value, cst.Tuple):
-            for i, element in enumerate(ret.value.elements):
-                if isinstance(element.value, cst.Name) and element.value.value in names:
-                    names |= _caller_names(facts, func, i)
-    return names
-
-
-def _reached(ctx: Context, call: cst.CSTNode, fed: dict[Place, set[str]]) -> set[str]:
-    """The names training reads the loader built at `call` (`dl = DataLoader(...)`) by,
-    however it got there (keywords, `**kwargs`, attributes: `object_flow`)."""
-    assign = ctx.facts.parent.get(call)
-    if not isinstance(assign, cst.Assign) or assign.value is not call:
-        return set()
-    return {name for t in assign.targets if (place := ctx.flow.place_of(t.target)) is not None
-            for name in fed.get(ctx.flow.root(place), set())}
-
-
-def _caller_names(facts: Facts, func: cst.FunctionDef, index: int | None) -> set[str]:
-    names: set[str] = set()
-    for site, _ in facts.call_sites(func):
-        assign = facts.parent.get(site)
-        if isinstance(assign, cst.Assign) and assign.value is site:
-            names |= _target_names(assign, index)
-    return names
-
-
-def _target_names(assign: cst.Assign, index: int | None) -> set[str]:
-    if index is None:
-        return {n for t in assign.targets if (n := _terminal(t.target)) is not None}
-    return _tuple_target_names(assign, index)
-
-
-def _terminal(target: cst.BaseExpression) -> str | None:
-    code = dotted(target)
-    return code.rsplit(".", 1)[-1] if code else None
-
-
-def _tuple_target_names(assign: cst.Assign, index: int) -> set[str]:
-    names = set()
-    for t in assign.targets:
-        if isinstance(t.target, (cst.Tuple, cst.List)) and index < len(t.target.elements):
-            name = _terminal(t.target.elements[index].value)
-            if name:
-                names.add(name)
-    return names
-
-
-def _builds_both(facts: Facts, call: cst.Call, names: set[str], train_names: set[str]
-                 ) -> bool:
-    """A helper returning the loaders of several splits (`get_loader("train")` and
-    `get_loader("test")`): its callers name them for training and for evaluation."""
-    evaluates = {n for n in names if _EVAL_NAME.search(n)}
-    trains = (names - evaluates) & train_names or {n for n in names if _TRAIN_NAME.search(n)}
-    return facts.function(call) is not None and bool(evaluates) and bool(trains)
-
-
-def _classify(names: set[str], train_names: set[str], count: int) -> tuple[str, str]:
-    if names & train_names:
-        return "train", "it feeds the training loop"
-    if any(_EVAL_NAME.search(n) for n in names):
-        return "eval", ""
-    if any(_TRAIN_NAME.search(n) for n in names):
-        return "train", "its name says training"
-    if count == 1:
-        return "train", "it is the script's only DataLoader"
-    return "unknown", ""
-
-
 _NO_GRAD = frozenset({"torch.no_grad", "torch.inference_mode", "no_grad", "inference_mode"})
 
 
@@ -254,7 +162,7 @@ def _shuffles(facts: Facts, call: cst.Call) -> bool:
         return False
     for node in facts.ancestors(call):
         if isinstance(node, cst.FunctionDef):
-            if _EVAL_NAME.search(node.name.value) or any(
+            if EVAL_NAME.search(node.name.value) or any(
                     _no_grad(facts, d.decorator) for d in node.decorators):
                 return False
         if isinstance(node, cst.With) and any(_no_grad(facts, i.item) for i in node.items):
@@ -363,7 +271,7 @@ def _hoist_dataset(ctx: Context, call: cst.Call, ds_arg: cst.Arg) -> str | None:
                      "assign the dataset to a variable first, then convert again")
         return None
     base = "dataset"
-    named = sorted((n for n in _construction_names(facts, call) if "loader" in n),
+    named = sorted((n for n in construction_names(facts, call) if "loader" in n),
                    key=lambda n: (n.startswith("get"), len(n), n))
     stems = [n.replace("loader", "").strip("_") for n in named]
     if stems and stems[0]:

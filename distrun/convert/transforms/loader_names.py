@@ -1,0 +1,113 @@
+"""Part of the data transform: the names a DataLoader goes by (where it is bound, the
+keyword it is passed as, the names a helper's callers give what it returns, the names
+training reads it by through object flow), and what they make of it: a training
+loader, an evaluation one, or one the analysis cannot place.
+"""
+
+from __future__ import annotations
+
+import re
+
+import libcst as cst
+
+from distrun.convert.analysis import Facts, dotted
+from distrun.convert.context import Context
+from distrun.convert.object_flow import Place
+
+EVAL_NAME = re.compile(r"test|val|eval|dev|valid", re.IGNORECASE)
+TRAIN_NAME = re.compile(r"train", re.IGNORECASE)
+
+
+def construction_names(facts: Facts, call: cst.Call) -> set[str]:
+    """Names a DataLoader gets: `x = DataLoader(...)`, `self.x = ...`, a keyword it is
+    passed as, and, when a helper returns it (directly, by name, or in a tuple), the
+    names the helper's callers give its result."""
+    node: cst.CSTNode = call
+    index: int | None = None
+    parent = facts.parent.get(node)
+    if isinstance(parent, cst.Element) and isinstance(facts.parent.get(parent), cst.Tuple):
+        tup = facts.parent[parent]
+        assert isinstance(tup, cst.Tuple)
+        index = list(tup.elements).index(parent)
+        node, parent = tup, facts.parent.get(tup)
+    names: set[str] = set()
+    if isinstance(parent, cst.Assign):
+        names = _target_names(parent, index)
+    elif isinstance(parent, cst.Arg) and parent.keyword is not None:
+        names = {parent.keyword.value}
+    func = facts.function(call)
+    if func is None:
+        return names
+    if isinstance(parent, cst.Return):
+        return {func.name.value} | _caller_names(facts, func, index)
+    for ret in facts.returns:
+        if facts.function(ret) is not func or ret.value is None:
+            continue
+        if isinstance(ret.value, cst.Name) and ret.value.value in names:
+            names |= _caller_names(facts, func, None)
+        elif isinstance(ret.value, cst.Tuple):
+            for i, element in enumerate(ret.value.elements):
+                if isinstance(element.value, cst.Name) and element.value.value in names:
+                    names |= _caller_names(facts, func, i)
+    return names
+
+
+def reached_names(ctx: Context, call: cst.CSTNode, fed: dict[Place, set[str]]) -> set[str]:
+    """The names training reads the loader built at `call` (`dl = DataLoader(...)`) by,
+    however it got there (keywords, `**kwargs`, attributes: `object_flow`)."""
+    assign = ctx.facts.parent.get(call)
+    if not isinstance(assign, cst.Assign) or assign.value is not call:
+        return set()
+    return {name for t in assign.targets if (place := ctx.flow.place_of(t.target)) is not None
+            for name in fed.get(ctx.flow.root(place), set())}
+
+
+def _caller_names(facts: Facts, func: cst.FunctionDef, index: int | None) -> set[str]:
+    names: set[str] = set()
+    for site, _ in facts.call_sites(func):
+        assign = facts.parent.get(site)
+        if isinstance(assign, cst.Assign) and assign.value is site:
+            names |= _target_names(assign, index)
+    return names
+
+
+def _target_names(assign: cst.Assign, index: int | None) -> set[str]:
+    if index is None:
+        return {n for t in assign.targets if (n := _terminal(t.target)) is not None}
+    return _tuple_target_names(assign, index)
+
+
+def _terminal(target: cst.BaseExpression) -> str | None:
+    code = dotted(target)
+    return code.rsplit(".", 1)[-1] if code else None
+
+
+def _tuple_target_names(assign: cst.Assign, index: int) -> set[str]:
+    names = set()
+    for t in assign.targets:
+        if isinstance(t.target, (cst.Tuple, cst.List)) and index < len(t.target.elements):
+            name = _terminal(t.target.elements[index].value)
+            if name:
+                names.add(name)
+    return names
+
+
+def builds_both(facts: Facts, call: cst.Call, names: set[str], train_names: set[str]
+                 ) -> bool:
+    """A helper returning the loaders of several splits (`get_loader("train")` and
+    `get_loader("test")`): its callers name them for training and for evaluation."""
+    evaluates = {n for n in names if EVAL_NAME.search(n)}
+    trains = (names - evaluates) & train_names or {n for n in names if TRAIN_NAME.search(n)}
+    return facts.function(call) is not None and bool(evaluates) and bool(trains)
+
+
+def classify(names: set[str], train_names: set[str], count: int) -> tuple[str, str]:
+    if names & train_names:
+        return "train", "it feeds the training loop"
+    if any(EVAL_NAME.search(n) for n in names):
+        return "eval", ""
+    if any(TRAIN_NAME.search(n) for n in names):
+        return "train", "its name says training"
+    if count == 1:
+        return "train", "it is the script's only DataLoader"
+    return "unknown", ""
