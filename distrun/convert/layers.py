@@ -28,7 +28,7 @@ SYNC = frozenset({"torch.nn.SyncBatchNorm", "torch.nn.SyncBatchNorm.convert_sync
                   "apex.parallel.convert_syncbn_model", "apex.parallel.SyncBatchNorm"})
 _SAME = ("to", "cuda", "cpu", "float", "double", "train")  # calls that give the model back
 _OPAQUE = ("torch.hub.", "torch.load", "torch.jit.", "torch.export.")
-_MODULE = frozenset({"torch.nn.Module", "torch.nn.modules.module.Module"})
+MODULE_CLASSES = frozenset({"torch.nn.Module", "torch.nn.modules.module.Module"})
 
 
 def sync_batchnorm(ctx: Context) -> cst.Call | None:
@@ -118,7 +118,7 @@ def _scope(ctx: Context, node: cst.FunctionDef | cst.ClassDef, built: Built,
                 ".", 1)[-1]), None)
             if parent is not None:
                 _scope(ctx, parent, built, seen)
-            elif qualified not in _MODULE:
+            elif qualified not in MODULE_CLASSES:
                 built.unseen = True  # built on a class from elsewhere
     for call in facts.calls_in(node):
         name = facts.call_name(call) or ""

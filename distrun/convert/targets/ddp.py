@@ -20,6 +20,7 @@ import libcst as cst
 
 from distrun.convert.build import statement
 from distrun.convert.context import Context, Wrapping, WrapSite
+from distrun.convert.layers import MODULE_CLASSES
 from distrun.convert.options import Target as TargetName
 from distrun.convert.targets.base import TorchDistributed
 
@@ -42,19 +43,14 @@ class DDP(TorchDistributed):
         return Wrapping(statement(f"{site.wrapper} = {made}\n"), site.anchor, site.after)
 
 
-_MODULE = frozenset({"torch.nn.Module", "torch.nn.modules.module.Module"})
-
-
 def _in_module_class(ctx: Context, anchor: cst.CSTNode) -> bool:
     """Whether `anchor` is in a method of a class of the script that is an nn.Module (its
     bases followed through the script's own classes)."""
     cls = next((a for a in ctx.facts.ancestors(anchor) if isinstance(a, cst.ClassDef)), None)
-    seen: set[str] = set()
-    while cls is not None and cls.name.value not in seen:
-        seen.add(cls.name.value)
-        names = [ctx.facts.qualname(b.value) or "" for b in cls.bases]
-        if any(name in _MODULE for name in names):
+    seen: set[int] = set()
+    while cls is not None and id(cls) not in seen:
+        seen.add(id(cls))
+        if any(ctx.facts.qualname(b.value) in MODULE_CLASSES for b in cls.bases):
             return True
-        cls = next((c for c in ctx.facts.classes() for name in names
-                    if c.name.value == name.rsplit(".", 1)[-1]), None)
+        cls = ctx.flow.base_class(cls)
     return False
