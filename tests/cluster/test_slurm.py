@@ -17,7 +17,8 @@ from pathlib import Path
 
 import pytest
 
-# one SLURM rig per machine: its tests run in one pytest-xdist worker (make test's -n 2)
+# one SLURM rig per machine, shared by the workers of a run (conftest.py); the group keeps
+# its tests in one worker where pytest-xdist honours it
 pytestmark = [pytest.mark.e2e, pytest.mark.cluster, pytest.mark.xdist_group("slurm")]
 
 JOB = """\
