@@ -22,6 +22,7 @@ from dataclasses import dataclass
 import libcst as cst
 
 from distrun.convert.analysis import Facts, dotted, positional
+from distrun.convert.bindings import function_locals, self_name
 from distrun.convert.idioms import DATA_PARALLEL, method_name
 from distrun.convert.keywords import (
     forwarded,
@@ -56,7 +57,7 @@ class Flow:
     def __init__(self, facts: Facts) -> None:
         self.facts = facts
         self._up: dict[Place, Place] = {}
-        self._locals = _function_locals(facts)
+        self._locals = function_locals(facts)
         self._instances: dict[Place, set[cst.ClassDef]] = {}
         self._members: dict[Place, set[Place]] | None = None
         self._bindings: dict[Place, list[cst.BaseExpression]] = {}
@@ -79,7 +80,7 @@ class Flow:
             return None  # `self.model = None` and `self.loss = None` hold no common object
         head, dot, rest = code.partition(".")
         func = self.facts.function(expr)
-        if func is not None and head == _self_name(self.facts, func):
+        if func is not None and head == self_name(self.facts, func):
             cls = self.facts.enclosing_class(func)
             if cls is not None:
                 return Place(self.family(cls), f"self{dot}{rest}")
@@ -306,23 +307,43 @@ class Flow:
         return value
 
     def _find_instances(self) -> dict[Place, set[cst.ClassDef]]:
+        """Where new instances of the project's classes go: `x = Cls(...)`, `return
+        Cls(...)` (what calls of the function return), `f(Cls(...))` (f's parameter)."""
         found: dict[Place, set[cst.ClassDef]] = {}
-        for assign in self.facts.assigns:
-            value = self.strip(assign.value) if assign.value is not None else None
-            if not isinstance(value, cst.Call):
-                continue
-            cls = self.facts.local_definition(value)
-            if not isinstance(cls, cst.ClassDef):
-                continue
-            targets = [t.target for t in assign.targets] if isinstance(assign, cst.Assign) \
-                else [assign.target]
-            for target in targets:
-                place = self.place_of(target)
-                if place is not None:
+        for call in self.facts.calls:
+            cls = self.facts.local_definition(call)
+            if isinstance(cls, cst.ClassDef):
+                for place in self._instance_places(call):
                     found.setdefault(self.root(place), set()).add(cls)
         for cls in self.facts.classes():  # `self` in a class's methods: its instances
             found.setdefault(self.root(Place(self.family(cls), "self")), set()).add(cls)
         return found
+
+    def _instance_places(self, made: cst.Call) -> list[Place]:
+        node: cst.CSTNode = made
+        for up in self.facts.ancestors(made):  # `Cls(...).to(dev)`, `nn.DataParallel(Cls())`
+            if isinstance(up, cst.Call) and self.strip(up) is made:
+                node = up
+            elif not isinstance(up, (cst.Attribute, cst.Arg)):
+                break
+        parent = self.facts.parent.get(node)
+        if isinstance(parent, (cst.Assign, cst.AnnAssign)) and parent.value is node:
+            targets = [t.target for t in parent.targets] if isinstance(parent, cst.Assign) \
+                else [parent.target]
+            return [p for t in targets if (p := self.place_of(t)) is not None]
+        home = self.facts.function(node)
+        if isinstance(parent, cst.Return) and home is not None:
+            return [Place(home, RETURN)]
+        site = self.facts.parent.get(parent) if isinstance(parent, cst.Arg) else None
+        found = self.callee(site) if isinstance(site, cst.Call) else None
+        if found is None:
+            return []
+        assert isinstance(site, cst.Call) and isinstance(parent, cst.Arg)
+        if parent.keyword is not None:
+            return [Place(found[0], parent.keyword.value)]
+        params = self.facts.params(*found)
+        at = next((i for i, a in enumerate(positional(site)) if a is parent), len(params))
+        return [Place(found[0], params[at])] if at < len(params) else []
 
     def _join_instance_attributes(self) -> None:
         """`t.model` where `t` holds a Trainer: the Trainer's `self.model`."""
@@ -355,54 +376,3 @@ class Flow:
                 if found is not None:
                     break
         return found if isinstance(found, cst.ClassDef) else None
-
-
-def _self_name(facts: Facts, func: cst.FunctionDef) -> str | None:
-    """The name of a method's instance parameter (`self`), None for a plain function."""
-    if not isinstance(facts.parent.get(facts.parent.get(func, func)), cst.ClassDef):
-        return None
-    decorators = {dotted(d.decorator) for d in func.decorators}
-    params = func.params.posonly_params or func.params.params
-    if not params or decorators & {"staticmethod", "classmethod"}:
-        return None
-    return params[0].name.value
-
-
-def _function_locals(facts: Facts) -> dict[cst.FunctionDef, set[str]]:
-    """Names each function binds itself: parameters, assignment and loop targets, minus
-    those it declares global."""
-    found: dict[cst.FunctionDef, set[str]] = {}
-    for node in facts.names:
-        if not _binds(facts, node):
-            continue
-        func = facts.function(node)
-        if func is not None:
-            found.setdefault(func, set()).add(node.value)
-    for func in facts.function_defs:
-        names = found.setdefault(func, set())
-        params = func.params
-        for param in [*params.posonly_params, *params.params, *params.kwonly_params]:
-            names.add(param.name.value)
-        for star in (params.star_arg, params.star_kwarg):
-            if isinstance(star, cst.Param):
-                names.add(star.name.value)
-    for statement in facts.global_statements:
-        func = facts.function(statement)
-        if func is not None:
-            found.get(func, set()).difference_update(n.name.value for n in statement.names)
-    return found
-
-
-def _binds(facts: Facts, name: cst.Name) -> bool:
-    """Is this occurrence of a name a binding (an assignment or loop target)?"""
-    node: cst.CSTNode = name
-    parent = facts.parent.get(node)
-    while isinstance(parent, (cst.Tuple, cst.List, cst.Element, cst.StarredElement)):
-        node, parent = parent, facts.parent.get(parent)
-    if isinstance(parent, (cst.AssignTarget, cst.AnnAssign, cst.AugAssign)):
-        return getattr(parent, "target", None) is node
-    if isinstance(parent, (cst.For, cst.CompFor)):
-        return parent.target is node
-    if isinstance(parent, cst.AsName):
-        return True
-    return False

@@ -195,9 +195,8 @@ _RULES: tuple[tuple[str, str], ...] = (
     ("checkpoint.rank0_save", "A checkpoint is saved by rank 0 only, then every rank "
      "waits for it."),
     ("checkpoint.map_location", "`torch.load` maps onto the rank's own device."),
-    ("checkpoint.cache_first", "A cache made when its file is missing (`if "
-     "os.path.exists(path): load, else: make and save`) is made by rank 0 first, the other "
-     "ranks waiting, then loading it: no rank reads a half-written file."),
+    ("checkpoint.cache_first", "A file made when missing (`if not os.path.exists(p): make; "
+     "save`) is made by rank 0 first; the other ranks wait, then read it."),
     ("output.rank0", "Printing and logging on rank 0 only."),
     ("output.print_value", "`print` handed on as a value (`trace_func=print`) prints on "
      "rank 0 only."),

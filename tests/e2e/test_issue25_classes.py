@@ -129,10 +129,17 @@ GENERATED = textwrap.dedent('''\
     ''')
 
 
-def test_batches_a_generator_makes_are_shared_out_like_a_sampler(tmp_path: Path) -> None:
-    """Class 4: a generator of batches with its own unseeded shuffle. Rank 0 makes the
-    batches, each rank trains on one of every two: the same steps as the original."""
-    (tmp_path / "gen.py").write_text(GENERATED)
+ITERATOR_OBJECT = (ROOT / "tests/convert/fixtures/data/batch_iterator_instance.py").read_text()
+
+
+@pytest.mark.parametrize("source", [GENERATED, ITERATOR_OBJECT],
+                         ids=["generator", "iterator_object"])
+def test_batches_made_by_hand_are_shared_out_like_a_sampler(tmp_path: Path, source: str) -> None:
+    """Class 4: batches made by a generator of the script with its own unseeded shuffle,
+    or by an iterating class whose instance a factory returns and a Trainer keeps (the
+    loop reads `self.batches`). Rank 0 makes the batches, each rank trains on one of
+    every two: the same steps as the original."""
+    (tmp_path / "gen.py").write_text(source)
     shim = {"PYTHONPATH": os.pathsep.join([str(ROOT / "tests" / "projects" / "shim"),
                                             os.environ.get("PYTHONPATH", "")]),
             "DISTRUN_SHIM_SEED_BY_RANK": "1"}
@@ -148,6 +155,22 @@ def test_batches_a_generator_makes_are_shared_out_like_a_sampler(tmp_path: Path)
     expected, got = torch.load(tmp_path / "single.pt"), torch.load(tmp_path / "two.pt")
     for key, value in expected.items():
         assert torch.allclose(value, got[key], atol=1e-5), key
+
+
+def test_a_cache_written_when_missing_is_made_once_and_read_by_every_rank(
+        tmp_path: Path) -> None:
+    """`if not os.path.isfile(p): make; np.save(p, made)` and `pickle.dump(vocab, open(p,
+    "wb"))` under `if not os.path.exists(p)`: rank 0 makes each cache first, the others
+    wait and read it. `launch --check` sees every file each rank writes: a cache written
+    by two ranks is a finding (exit 3), as it was before the caches were recognised."""
+    fixture = ROOT / "tests/convert/fixtures/checkpoint/cache_written_when_missing.py"
+    (tmp_path / "cache.py").write_text(fixture.read_text())
+    converted = distrun("convert", "cache.py", cwd=tmp_path)
+    assert converted.returncode == 0, converted.stdout + converted.stderr
+    assert converted.stdout.count("checkpoint.cache_first") == 2, converted.stdout
+    two = distrun("launch", "--nproc-per-node", "2", "--check", "cache_ddp.py", cwd=tmp_path)
+    assert two.returncode == 0, two.stdout + two.stderr
+    assert (tmp_path / "vocab.pkl").is_file() and (tmp_path / "features.npy").is_file()
 
 
 def test_a_model_that_owns_its_network_saves_the_original_s_keys(tmp_path: Path) -> None:

@@ -206,8 +206,9 @@ def _words(rng: Any, n: int, vocab: list[str]) -> list[str]:
     return [vocab[int(i)] for i in rng.integers(0, len(vocab), n)]
 
 
-def _setup(project: Project, run_root: Path) -> None:
-    """Creates the project's data (and copies its fixtures) inside the run folder."""
+def _setup(project: Project, run_root: Path, run: str) -> None:
+    """Creates the project's data (and copies its fixtures) inside the run folder of `run`
+    ("single" or "two")."""
     for step in project.spec.get("setup", []) or []:
         kind = step["kind"]
         if kind == "copy":
@@ -240,8 +241,12 @@ def _setup(project: Project, run_root: Path) -> None:
         elif kind == "python":
             # a data-making script of the project folder (`script`), run with the
             # harness's interpreter in the run folder: fake data sets of odd formats
+            # `two_args`: the two-process run's arguments, where its data differs (a batch
+            # size the script hard-codes: the harness cannot halve it)
+            given = step.get("two_args", step.get("args", [])) if run == "two" \
+                else step.get("args", [])
             subprocess.run([sys.executable, str(project.folder / step["script"]),
-                            *map(str, step.get("args", []))],
+                            *map(str, given)],
                            cwd=run_root, check=True, capture_output=True, text=True,
                            timeout=120)
         elif kind == "mkdir":
@@ -250,11 +255,11 @@ def _setup(project: Project, run_root: Path) -> None:
             raise ValueError(f"{project.name}: unknown setup step {kind!r}")
 
 
-def _copy_upstream(project: Project, dest: Path) -> Path:
+def _copy_upstream(project: Project, dest: Path, run: str) -> Path:
     if dest.exists():
         shutil.rmtree(dest)
     shutil.copytree(project.upstream, dest)
-    _setup(project, dest)
+    _setup(project, dest, run)
     return dest
 
 
@@ -293,7 +298,7 @@ def run_single(project: Project, tmp: Path) -> subprocess.CompletedProcess[str]:
     script's folder (sys.path[0]) is the notebook's, as for the converted NAME_ddp.py.
     With `resume: {single: ARGS}` a second run follows in the same folder (train, then
     resume from the first run's checkpoint); so does run_two's with `resume.two`."""
-    root = _copy_upstream(project, tmp / "orig")
+    root = _copy_upstream(project, tmp / "orig", "single")
     if project.is_notebook:
         cells = notebook_cells((root / project.entry).read_bytes())
         (root / project.single_script).write_text(cells)
@@ -324,7 +329,7 @@ def convert_project(project: Project, tmp: Path) -> subprocess.CompletedProcess[
     which writes NAME_ddp.py beside it (the notebook itself is left as it is); a notebook
     importing modules of its folder is a project: converted `--in-place` like a script,
     its modules rewritten, NAME_ddp.py written beside it."""
-    root = _copy_upstream(project, tmp / "conv")
+    root = _copy_upstream(project, tmp / "conv", "two")
     env = _with_distrun(_env(project, root))
     if project.is_notebook and detect_input(str(root / project.entry)) == "notebook":
         args = [sys.executable, "-m", "distrun", "convert", str(root / project.entry),

@@ -8,6 +8,12 @@ WORLD_SIZE batches in a row the RANK-th is this rank's (sent by rank 0); a last 
 with fewer batches than ranks is dropped, so every rank takes as many steps.
 
     for x, y in get_batches(words, 512):      ->  for x, y in rank_batches(get_batches(words, 512)):
+    for i, (x, y) in enumerate(train_iter):   ->  ... in enumerate(rank_batches(train_iter)):
+        (train_iter holding an instance of an iterating class of the project, wherever
+        it was made: a parameter, `build_iterator(...)`'s return, another module)
+
+Not a generator or class that passes on the batches of an iterable it is given (a
+prefetcher over a DataLoader: the loader is what is sharded).
 
 A step now sees WORLD_SIZE batches (the global batch is WORLD_SIZE times the script's),
 taken in the original's order: with the batch size divided by WORLD_SIZE, the same
@@ -22,6 +28,7 @@ from __future__ import annotations
 
 import libcst as cst
 
+from distrun.convert.analysis import Facts, dotted, positional
 from distrun.convert.build import code_of, expression
 from distrun.convert.context import Context
 from distrun.convert.idioms import is_backward, is_optimizer_step, unwrap_iter
@@ -37,16 +44,18 @@ def share_hand_made(ctx: Context, sharded_names: set[str]) -> bool:
         if not _steps_each_batch(ctx, loop):
             continue
         source = unwrap_iter(facts, loop.iter)
-        if not isinstance(source, cst.Call) or not _makes_batches(ctx, source):
+        maker = _batch_maker(ctx, source, sharded_names)
+        if maker is None:
             continue
+        shown = "..." if isinstance(source, cst.Call) else facts.code(source)
         ctx.need("itertools", "dist", at=loop)
         ctx.define_helper("rank_batches", loop, helper_code(n))
         ctx.plan.rewrite(source, lambda node: expression(f"{n.rank_batches}({code_of(node)})"))
-        ctx.plan.change(loop, "data.rank_batches", f"batches made by "
-                        f"`{facts.code(source.func)}(...)` -> `{n.rank_batches}(...)`: rank 0 "
-                        "makes them, each rank trains on one of every WORLD_SIZE in a row (a "
-                        "step sees WORLD_SIZE batches: divide the batch size by WORLD_SIZE to "
-                        "train as before)")
+        ctx.plan.change(loop, "data.rank_batches", f"batches made by {maker} -> "
+                        f"`{n.rank_batches}({shown})`: rank 0 makes them, each "
+                        "rank trains on one of every WORLD_SIZE in a row (a step sees "
+                        "WORLD_SIZE batches: divide the batch size by WORLD_SIZE to train as "
+                        "before)")
         ctx.plan.shards_batches(loop)
         done = True
     return done
@@ -60,15 +69,74 @@ def _steps_each_batch(ctx: Context, loop: cst.For) -> bool:
                for c in facts.calls_in(loop.body))
 
 
-def _makes_batches(ctx: Context, call: cst.Call) -> bool:
-    """Is `call` a generator function of the project, or a class of it that iterates
-    (`__iter__`)?"""
-    defined = ctx.facts.local_definition(call)
-    if isinstance(defined, cst.FunctionDef):
-        return any(isinstance(node, (cst.Yield,)) for node in _walk(defined)
-                   if ctx.facts.function(node) is defined)
-    if isinstance(defined, cst.ClassDef):
-        return ctx.flow.method(defined, "__iter__") is not None
+def _batch_maker(ctx: Context, source: cst.BaseExpression, sharded: set[str]) -> str | None:
+    """How `source` makes batches by hand, said for the report, or None: a call of a
+    generator function or of an iterating class of the project (`get_batches(...)`), or a
+    name or attribute holding an instance of such a class wherever it was made
+    (`train_iter` passed down from `train_iter = build_iterator(...)`). Not one that feeds
+    on another iterable (a prefetcher over a DataLoader: that loader is sharded)."""
+    facts = ctx.facts
+    if isinstance(source, cst.Call):
+        if _feeds_on(facts, source, sharded):
+            return None
+        defined = facts.local_definition(source)
+        if isinstance(defined, cst.FunctionDef) and _generator(ctx, defined):
+            return f"`{facts.code(source.func)}(...)`"
+        if isinstance(defined, cst.ClassDef) and _makes_its_batches(ctx, defined):
+            return f"`{facts.code(source.func)}(...)`"
+        return None
+    place = ctx.flow.place_of(source)
+    if place is None:
+        return None
+    classes = sorted(c.name.value for c in ctx.flow.instances(place)
+                     if _makes_its_batches(ctx, c) and not any(
+                         _feeds_on(facts, made, sharded) for made in _constructions(facts, c)))
+    if not classes:
+        return None
+    return f"`{facts.code(source)}` (a `{'`/`'.join(classes)}` of the script)"
+
+
+def _generator(ctx: Context, func: cst.FunctionDef) -> bool:
+    yields = any(isinstance(node, cst.Yield) and ctx.facts.function(node) is func
+                 for node in _walk(func))
+    return yields and not _yields_from_parameter(ctx, func)
+
+
+def _yields_from_parameter(ctx: Context, func: cst.FunctionDef) -> bool:
+    """`def prefetch(loader): for batch in loader: yield ...`: it passes on the batches of
+    an iterable it is given."""
+    params = set(ctx.facts.params(func, False))
+    return any(isinstance(node, cst.For) and dotted(unwrap_iter(ctx.facts, node.iter)) in params
+               for node in _walk(func))
+
+
+def _makes_its_batches(ctx: Context, cls: cst.ClassDef) -> bool:
+    """A class of the project with `__iter__` that iterates nothing it is given: no
+    `iter(...)` or `next(...)` of anything but itself (a class with `__next__` slicing a
+    list of samples, not a prefetcher over a loader)."""
+    if ctx.flow.method(cls, "__iter__") is None:
+        return False
+    for call in ctx.facts.calls_in(cls):
+        if ctx.facts.call_name(call) in ("iter", "next"):
+            args = positional(call)
+            if args and dotted(args[0].value) != "self":
+                return False
+    return True
+
+
+def _constructions(facts: Facts, cls: cst.ClassDef) -> list[cst.Call]:
+    return [call for call in facts.calls if facts.local_definition(call) is cls]
+
+
+def _feeds_on(facts: Facts, call: cst.Call, sharded: set[str]) -> bool:
+    """Is a DataLoader, or a loader already sharded, among `call`'s arguments?"""
+    for arg in call.args:
+        code = dotted(arg.value)
+        if code is not None and code in sharded:
+            return True
+        if isinstance(arg.value, cst.Call) and (facts.call_name(arg.value) or "").endswith(
+                "DataLoader"):
+            return True
     return False
 
 

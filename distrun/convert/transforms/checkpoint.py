@@ -25,6 +25,7 @@ import libcst as cst
 from distrun.convert.analysis import Facts, block_body, keyword, positional
 from distrun.convert.build import Rewrite, append_keyword, expression, guard_rank0, statement
 from distrun.convert.context import Context, Transform
+from distrun.convert.file_modes import opens_for_writing
 
 
 def plan_checkpoints(ctx: Context) -> None:
@@ -72,6 +73,16 @@ def plan_checkpoints(ctx: Context) -> None:
                              f"`{_shown(call, name)}` not alone on its line: every "
                              "rank writes the file", f"save under `if {rank} == 0:` then call "
                              f"`{ctx.target.barrier(ctx, at=call)}`")
+        elif (stmt := facts.statement(call)) is not None and writes_file(ctx, call) \
+                and (made := made_when_missing(facts, stmt)) is not None:
+            if made not in caches:
+                caches.add(made)
+                waits.add(made)
+                _rank0_first(ctx, made, ctx.target.barrier(ctx, at=call))
+            plan.change(call, "checkpoint.cache_first",
+                        f"`{facts.code(call.func)}(...)` writes a cache made when missing: rank "
+                        f"0 runs the `if` of line {facts.line(made)} first (it finds no file, "
+                        "makes and writes it), the other ranks wait, then read the file")
         elif name == "torch.load" and keyword(call, "map_location") is None:
             if len(positional(call)) >= 2:
                 continue
@@ -90,8 +101,10 @@ EXISTS = frozenset({"os.path.exists", "os.path.isfile", "os.path.isdir", "exists
 def _cache_test(facts: Facts, node: cst.CSTNode) -> bool:
     """`node` is an `if` whose test asks whether a file exists (`os.path.exists(path)`,
     `Path(p).exists()`, `not ...`): a cache made when missing, loaded when there."""
-    if not isinstance(node, cst.If):
-        return False
+    return isinstance(node, cst.If) and _asks_exists(facts, node.test)
+
+
+def _asks_exists(facts: Facts, test: cst.BaseExpression) -> bool:
     found: list[bool] = []
 
     class Visit(cst.CSTVisitor):
@@ -101,8 +114,43 @@ def _cache_test(facts: Facts, node: cst.CSTNode) -> bool:
             if name in EXISTS or attr in ("exists", "is_file", "isfile"):
                 found.append(True)
 
-    node.test.visit(Visit())
+    test.visit(Visit())
     return bool(found)
+
+
+# Calls that write the file named by their first argument.
+_PATH_WRITERS = frozenset({"numpy.save", "numpy.savez", "numpy.savez_compressed", "numpy.savetxt"})
+_PATH_METHODS = frozenset({"write_text", "write_bytes", "to_csv", "to_parquet", "to_pickle"})
+
+
+def writes_file(ctx: Context, call: cst.Call) -> bool:
+    """`open(p, "wb")` (and the other openers that write), `np.save(p, x)`, `Path.write_text`,
+    `df.to_csv(p)`; `pickle.dump(obj, f)` / `json.dump(obj, f)` of a file the script opened
+    are its `open(...)`."""
+    if ctx.facts.call_name(call) in _PATH_WRITERS:
+        return True
+    if isinstance(call.func, cst.Attribute) and call.func.attr.value in _PATH_METHODS:
+        return True
+    return opens_for_writing(ctx, call)
+
+
+def made_when_missing(facts: Facts, stmt: cst.CSTNode | None) -> cst.If | None:
+    """The `if` around `stmt` that tests whether a file exists, when `stmt` is in the branch
+    taken when it does not (`if os.path.exists(p): load else: make; write`, or `if not
+    os.path.exists(p): make; write`): a cache that rank 0 makes first, the others reading
+    it. None elsewhere (a write whatever the test says)."""
+    if stmt is None:
+        return None
+    top = every_rank_reaches(facts, stmt)
+    if not isinstance(top, cst.If) or not _cache_test(facts, top):
+        return None
+    negated = isinstance(top.test, cst.UnaryOperation) and isinstance(top.test.operator, cst.Not)
+    if not negated and not (isinstance(top.test, cst.Call) and _asks_exists(facts, top.test)):
+        return None  # `if a and exists(p)`: which branch makes the file is not known
+    missing = top.body if negated else top.orelse
+    if missing is None or not any(node is missing for node in facts.ancestors(stmt)):
+        return None
+    return top
 
 
 def _rank0_first(ctx: Context, node: cst.CSTNode, barrier: str) -> None:

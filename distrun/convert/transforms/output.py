@@ -36,6 +36,7 @@ from distrun.convert.build import (
 from distrun.convert.context import Context, Transform
 from distrun.convert.file_modes import kept_file, opens_for_writing
 from distrun.convert.object_flow import Place
+from distrun.convert.transforms.checkpoint import made_when_missing
 
 _LOG_LEVELS = frozenset({"debug", "info", "warning", "warn", "error", "exception", "critical",
                          "log"})
@@ -150,8 +151,8 @@ def _plan_file_writes(ctx: Context) -> set[int]:
     facts, plan, rank = ctx.facts, ctx.plan, ctx.names.rank
     guarded: set[int] = set()
     for call in facts.calls:
-        if not opens_for_writing(ctx, call):
-            continue
+        if not opens_for_writing(ctx, call) or made_when_missing(facts, facts.statement(call)):
+            continue  # a cache made when missing: rank 0 makes it first (checkpoint.py)
         item = facts.parent.get(call)
         block = facts.parent.get(item) if isinstance(item, cst.WithItem) else None
         if isinstance(block, cst.With) and not _does_more_than_write(ctx, block):

@@ -7,13 +7,24 @@ least one full batch); embedding_SougouNews.npz, "pre-trained" vectors of 16 dim
 read from this file: 16 keeps the 20 hard-coded epochs of TextCNN's 256-filter
 convolutions within the time budget); THUCNews/saved_dict/ (in the repository, holding an
 empty model.ckpt) where the best model is saved. No vocab.pkl: the script builds it and
-pickles it when it is missing, as a fresh clone without the data files does."""
+pickles it when it is missing, as a fresh clone without the data files does.
+
+`--train-copies N` writes train.txt's 128 lines N times in a row (the two-process run:
+the converted script shares out whole batches of the hard-coded 128, one per rank; with
+the lines twice, each rank's batch holds the single run's 128 lines, so a step of the
+two ranks equals the original's step. Where the batches were not shared out, each rank
+would take two steps per epoch and the weights would differ)."""
 
 from __future__ import annotations
 
+import argparse
 import pathlib
 
 import numpy as np
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--train-copies", type=int, default=1)
+copies = parser.parse_args().train_copies
 
 CLASSES = ["finance", "realty", "stocks", "education", "science", "society", "politics",
            "sports", "game", "entertainment"]
@@ -34,5 +45,7 @@ for split, n in (("train", 128), ("dev", 128), ("test", 128)):
         text = "".join(own[int(rng.integers(6))] if rng.random() < 0.5
                        else CHARS[int(rng.integers(len(CHARS)))] for _ in range(length))
         lines.append(f"{text}\t{label}")
+    if split == "train":
+        lines = lines * copies
     (data / f"{split}.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
 np.savez_compressed(data / "embedding_SougouNews", embeddings=rng.random((len(CHARS) + 2, 16)))
