@@ -27,7 +27,7 @@ _MODULES = {
 _FIXED = ("local_rank", "rank", "world_size", "device", "dist", "ddp", "sampler", "gc", "os",
           "contextlib", "accelerator", "rank0_value", "rank0_split", "shard_loader", "auto_epoch",
           "rank_share", "itertools", "rank_batches", "rank0_only", "gather_batch", "copy",
-          "plain_module", "keep_plain_copy", "rank_share_batches")
+          "plain_module", "keep_plain_copy", "rank_share_batches", "rank0_first")
 
 
 @dataclass
@@ -56,6 +56,7 @@ class Names:
     plain_module: str = "plain_module"
     keep_plain_copy: str = "keep_plain_copy"
     rank_share_batches: str = "RankShareBatchSampler"
+    rank0_first: str = "rank0_first"
     taken: set[str] = field(default_factory=set, repr=False)
     made: list[str] = field(default_factory=list, repr=False)  # what `fresh` returned
 

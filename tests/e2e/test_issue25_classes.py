@@ -159,18 +159,22 @@ def test_batches_made_by_hand_are_shared_out_like_a_sampler(tmp_path: Path, sour
 
 def test_a_cache_written_when_missing_is_made_once_and_read_by_every_rank(
         tmp_path: Path) -> None:
-    """`if not os.path.isfile(p): make; np.save(p, made)` and `pickle.dump(vocab, open(p,
-    "wb"))` under `if not os.path.exists(p)`: rank 0 makes each cache first, the others
-    wait and read it. `launch --check` sees every file each rank writes: a cache written
-    by two ranks is a finding (exit 3), as it was before the caches were recognised."""
+    """`if not os.path.isfile(p): make; np.save(p, made)`, `pickle.dump(vocab, open(p,
+    "wb"))` under `if not os.path.exists(p)`, and `if exists(p): return load(p)` followed
+    by the making (json through Path.write_text, a torch.save of random numbers): rank 0
+    makes each file first, the others wait and read it. `launch --check` sees every file
+    each rank writes: a file written by two ranks is a finding (exit 3); a barrier that
+    pairs with nothing hangs (the launch's timeout)."""
     fixture = ROOT / "tests/convert/fixtures/checkpoint/cache_written_when_missing.py"
     (tmp_path / "cache.py").write_text(fixture.read_text())
     converted = distrun("convert", "cache.py", cwd=tmp_path)
     assert converted.returncode == 0, converted.stdout + converted.stderr
-    assert converted.stdout.count("checkpoint.cache_first") == 2, converted.stdout
-    two = distrun("launch", "--nproc-per-node", "2", "--check", "cache_ddp.py", cwd=tmp_path)
+    assert converted.stdout.count("checkpoint.cache_first") == 3, converted.stdout
+    two = distrun("launch", "--nproc-per-node", "2", "--check", "--timeout", "60",
+                  "cache_ddp.py", cwd=tmp_path)
     assert two.returncode == 0, two.stdout + two.stderr
-    assert (tmp_path / "vocab.pkl").is_file() and (tmp_path / "features.npy").is_file()
+    for made in ("vocab.pkl", "features.npy", "labels.json", "table.pt"):
+        assert (tmp_path / made).is_file(), made
 
 
 def test_a_model_that_owns_its_network_saves_the_original_s_keys(tmp_path: Path) -> None:

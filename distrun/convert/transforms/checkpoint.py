@@ -20,69 +20,33 @@ so saved keys carry no `module.` prefix, also inside checkpoint dicts. Won't: gu
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 import libcst as cst
 
 from distrun.convert.analysis import Facts, block_body, keyword, positional
-from distrun.convert.build import Rewrite, append_keyword, expression, guard_rank0, statement
+from distrun.convert.build import (
+    Rewrite,
+    append_keyword,
+    expression,
+    guard_rank0,
+    statement,
+    with_block,
+)
 from distrun.convert.context import Context, Transform
 from distrun.convert.file_modes import opens_for_writing
 
 
 def plan_checkpoints(ctx: Context) -> None:
     facts, plan = ctx.facts, ctx.plan
-    rank, dev = ctx.names.rank, ctx.names.device
-    waits: set[cst.CSTNode] = set()  # statements a barrier already follows
-    caches: set[cst.CSTNode] = set()  # `if` statements rank 0 runs first
+    dev = ctx.names.device
+    done = _Done()
     for call in facts.calls:
         name = facts.call_name(call)
         if name == "torch.save" or _library_save(call, name):
-            stmt = facts.statement(call)
-            opened = file_opened_around(facts, stmt) if stmt is not None else None
-            if opened is not None:
-                stmt = opened  # `with open(path, "wb") as f:` must not run on other ranks
-            if opened is not None or (
-                isinstance(stmt, cst.SimpleStatementLine)
-                and len(stmt.body) == 1
-                and isinstance(stmt.body[0], cst.Expr)
-            ):
-                assert stmt is not None
-                plan.rewrite(stmt, lambda n: guard_rank0(n, rank))
-                barrier = ctx.target.barrier(ctx, at=call)
-                after = every_rank_reaches(facts, stmt)
-                cache = after in caches or (after not in waits and _cache_test(facts, after))
-                if after not in waits and cache:
-                    caches.add(after)
-                    waits.add(after)
-                    _rank0_first(ctx, after, barrier)
-                    plan.change(after, "checkpoint.cache_first",
-                                "rank 0 runs this `if` first (it finds no cache, makes it "
-                                "and saves it), the other ranks wait, then load the cache")
-                if after not in waits:
-                    waits.add(after)
-                    plan.insert_after(after, [statement(f"{barrier}\n")])
-                where = "" if after is stmt else (
-                    f", the ranks meeting around the `if` of line {facts.line(after)} (rank 0 "
-                    "runs it first)") if cache else (
-                    f", after the `if` of line {facts.line(after)} (a point every rank "
-                    "reaches, whichever branch it takes)")
-                then = "" if cache else f", then `{barrier}`"
-                plan.change(call, "checkpoint.rank0_save", f"checkpoint saved by rank 0 only{then}"
-                            f"{where} so no rank reads it before it is written")
-            else:
-                plan.finding(call, "checkpoint.rank0_save",
-                             f"`{_shown(call, name)}` not alone on its line: every "
-                             "rank writes the file", f"save under `if {rank} == 0:` then call "
-                             f"`{ctx.target.barrier(ctx, at=call)}`")
-        elif (stmt := facts.statement(call)) is not None and writes_file(ctx, call) \
-                and (made := made_when_missing(facts, stmt)) is not None:
-            if made not in caches:
-                caches.add(made)
-                waits.add(made)
-                _rank0_first(ctx, made, ctx.target.barrier(ctx, at=call))
-            plan.change(call, "checkpoint.cache_first",
-                        f"`{facts.code(call.func)}(...)` writes a cache made when missing: rank "
-                        f"0 runs the `if` of line {facts.line(made)} first (it finds no file, "
-                        "makes and writes it), the other ranks wait, then read the file")
+            _plan_save(ctx, call, name, done)
+        elif (stmt := facts.statement(call)) is not None and writes_file(ctx, call):
+            _plan_cache_write(ctx, call, stmt, done)
         elif name == "torch.load" and keyword(call, "map_location") is None:
             if len(positional(call)) >= 2:
                 continue
@@ -90,6 +54,115 @@ def plan_checkpoints(ctx: Context) -> None:
             plan.change(call, "checkpoint.map_location",
                         f"`torch.load(..., map_location={dev})`: each "
                         "rank loads onto its own device")
+
+
+@dataclass
+class _Done:
+    waits: set[cst.CSTNode] = field(default_factory=set)  # statements a barrier follows
+    caches: set[cst.CSTNode] = field(default_factory=set)  # `if`s rank 0 runs first
+
+
+def _plan_save(ctx: Context, call: cst.Call, name: str | None, done: _Done) -> None:
+    facts, plan, rank = ctx.facts, ctx.plan, ctx.names.rank
+    stmt = facts.statement(call)
+    opened = file_opened_around(facts, stmt) if stmt is not None else None
+    if opened is not None:
+        stmt = opened  # `with open(path, "wb") as f:` must not run on other ranks
+    if opened is None and not (isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1
+                               and isinstance(stmt.body[0], cst.Expr)):
+        plan.finding(call, "checkpoint.rank0_save",
+                     f"`{_shown(call, name)}` not alone on its line: every "
+                     "rank writes the file", f"save under `if {rank} == 0:` then call "
+                     f"`{ctx.target.barrier(ctx, at=call)}`")
+        return
+    assert stmt is not None
+    plan.rewrite(stmt, lambda n: guard_rank0(n, rank))
+    if _early_return_cache(ctx, call, stmt, done):
+        plan.change(call, "checkpoint.rank0_save", "checkpoint saved by rank 0 only, in the "
+                    "block rank 0 runs first")
+        return
+    barrier = ctx.target.barrier(ctx, at=call)
+    after = every_rank_reaches(facts, stmt)
+    cache = after in done.caches or (after not in done.waits and _cache_test(facts, after))
+    if after not in done.waits and cache:
+        done.caches.add(after)
+        done.waits.add(after)
+        _rank0_first(ctx, after, barrier)
+        plan.change(after, "checkpoint.cache_first",
+                    "rank 0 runs this `if` first (it finds no cache, makes it "
+                    "and saves it), the other ranks wait, then load the cache")
+    if after not in done.waits:
+        done.waits.add(after)
+        plan.insert_after(after, [statement(f"{barrier}\n")])
+    where = "" if after is stmt else (
+        f", the ranks meeting around the `if` of line {facts.line(after)} (rank 0 "
+        "runs it first)") if cache else (
+        f", after the `if` of line {facts.line(after)} (a point every rank "
+        "reaches, whichever branch it takes)")
+    then = "" if cache else f", then `{barrier}`"
+    plan.change(call, "checkpoint.rank0_save", f"checkpoint saved by rank 0 only{then}"
+                f"{where} so no rank reads it before it is written")
+
+
+def _plan_cache_write(ctx: Context, call: cst.Call, stmt: cst.CSTNode, done: _Done) -> None:
+    """A file written in the branch of an `if` taken when it is missing (or after an
+    `if exists: return` in the same block): rank 0 runs that first."""
+    facts = ctx.facts
+    made = made_when_missing(facts, stmt)
+    if made is None:
+        if _early_return_cache(ctx, call, stmt, done):
+            ctx.plan.change(call, "checkpoint.cache_first", f"`{facts.code(call.func)}(...)` "
+                            "writes a file made when missing, after an `if` that returns it "
+                            "when it exists: rank 0 runs the block from that `if` on first, "
+                            "the other ranks wait, then read the file")
+        return
+    if made not in done.caches:
+        done.caches.add(made)
+        done.waits.add(made)
+        _rank0_first(ctx, made, ctx.target.barrier(ctx, at=call))
+    ctx.plan.change(call, "checkpoint.cache_first",
+                    f"`{facts.code(call.func)}(...)` writes a cache made when missing: rank "
+                    f"0 runs the `if` of line {facts.line(made)} first (it finds no file, "
+                    "makes and writes it), the other ranks wait, then read the file")
+
+
+def _early_return_cache(ctx: Context, call: cst.Call, stmt: cst.CSTNode, done: _Done) -> bool:
+    """`if os.path.exists(p): return load(p)`, then the making and writing further in the
+    same block: the block from that `if` to its end goes inside `with rank0_first():`
+    (accelerate: `accelerator.main_process_first()`), whose exit meets the other ranks
+    whichever `return` rank 0 takes."""
+    region = made_after_early_return(ctx.facts, stmt)
+    if region is None:
+        return False
+    first, last = region
+    if first not in done.caches:
+        done.caches.add(first)
+        done.waits.add(first)
+        head = ctx.target.main_process_first(ctx)
+        if head is None:
+            n = ctx.names
+            ctx.need("contextlib", "dist", at=call)
+            ctx.define_helper("rank0_first", call, _RANK0_FIRST.format(
+                name=n.rank0_first, contextlib=n.contextlib, dist=n.dist))
+            head = f"{n.rank0_first}()"
+        ctx.plan.wrap(first, last, lambda body: with_block(head, body))
+    return True
+
+
+_RANK0_FIRST = '''
+
+@{contextlib}.contextmanager
+def {name}():
+    """distrun: rank 0 runs the block first (it makes the file the block reads); the other
+    ranks wait at the start until rank 0 is through, then run it."""
+    if {dist}.is_initialized() and {dist}.get_rank() != 0:
+        {dist}.barrier()
+    try:
+        yield
+    finally:
+        if {dist}.is_initialized() and {dist}.get_rank() == 0:
+            {dist}.barrier()
+'''
 
 
 TRANSFORM = Transform("checkpoint", plan_checkpoints)
@@ -151,6 +224,44 @@ def made_when_missing(facts: Facts, stmt: cst.CSTNode | None) -> cst.If | None:
     if missing is None or not any(node is missing for node in facts.ancestors(stmt)):
         return None
     return top
+
+
+def made_after_early_return(facts: Facts, stmt: cst.CSTNode
+                             ) -> tuple[cst.If, cst.BaseStatement] | None:
+    """The region from `if os.path.exists(p): ... return ...` (no `else`) to the end of
+    its block, when `stmt` is further in that block: the file is made there when it was
+    missing."""
+    child: cst.CSTNode = stmt
+    for up in facts.ancestors(stmt):
+        if isinstance(up, (cst.IndentedBlock, cst.Module)):
+            body = list(up.body)
+            at = next((i for i, s in enumerate(body) if s is child), None)
+            for node in body[:at] if at is not None else []:
+                if isinstance(node, cst.If) and node.orelse is None and _cache_test(
+                        facts, node) and _ends_in_return(node):
+                    return node, body[-1]
+        if isinstance(up, (cst.FunctionDef, cst.ClassDef, cst.For, cst.While)):
+            return None
+        child = up
+    return None
+
+
+def _ends_in_return(node: cst.CSTNode) -> bool:
+    """Does every way through `node`'s block end in a `return` (or `raise`)? Its last
+    statement returns, or is a `with` or an `if`/`else` whose blocks all do."""
+    body = getattr(node, "body", None)
+    statements = block_body(node)
+    last: cst.CSTNode | None = (body.body[-1] if isinstance(body, cst.SimpleStatementSuite)
+                                else statements[-1] if statements else None)
+    if isinstance(last, cst.SimpleStatementLine):
+        last = last.body[-1]
+    if isinstance(last, (cst.Return, cst.Raise)):
+        return True
+    if isinstance(last, cst.With):
+        return _ends_in_return(last)
+    if isinstance(last, cst.If) and isinstance(last.orelse, (cst.Else, cst.If)):
+        return _ends_in_return(last) and _ends_in_return(last.orelse)
+    return False
 
 
 def _rank0_first(ctx: Context, node: cst.CSTNode, barrier: str) -> None:
