@@ -25,7 +25,8 @@ SAMPLE = 4096  # elements fingerprinted per parameter in the default check's win
 
 def record_params(state: State, optimizer: torch.optim.Optimizer, entry: Optimizer) -> None:
     params = [p for group in optimizer.param_groups for p in group["params"]]
-    if entry.names is None:
+    if entry.names is None or (entry.params is None and len(entry.names) != len(params)):
+        # (named again when the script gives the optimizer another group: add_param_group)
         entry.params = _zero_model_params(optimizer)
         entry.names = _names(entry.params or params)
     params = entry.params or params

@@ -32,6 +32,7 @@ BLOCKING = frozenset({
     "model.not_found", "model.no_forward", "model.unnamed_forward", "model.not_set",
     "model.no_wrapper_here", "data.no_loader", "data.own_sampler", "data.iterable_dataset",
     "data.unnamed_dataset", "data.unknown_loader", "old_launcher.no_sampler",
+    "hazards.unfrozen_in_training",
 })
 
 
@@ -224,6 +225,8 @@ _RULES: tuple[tuple[str, str], ...] = (
     ("hazards.full_batch", "LBFGS usually trains on the full batch: sharding changes its "
      "steps."),
     ("hazards.iterable_dataset", "An IterableDataset must shard itself in __iter__."),
+    ("hazards.unfrozen_in_training", "Parameters frozen before training and unfrozen in "
+     "it are not synced by the DDP object made while they were frozen."),
     ("hazards.cuda_visible_devices", "The script sets CUDA_VISIBLE_DEVICES: every rank "
      "would see the same GPUs."),
     # -- set-up ---------------------------------------------------------------------

@@ -191,3 +191,25 @@ def test_a_model_that_owns_its_network_saves_the_original_s_keys(tmp_path: Path)
     run_single(script, tmp_path)
     run_two(converted, tmp_path)
     assert_same_checkpoint(tmp_path)
+
+
+def test_parameters_unfrozen_during_training_are_an_error_and_the_check_sees_them_apart(
+        tmp_path: Path) -> None:
+    """Progressive unfreezing (frozen before the DDP object is made, unfrozen at epoch 2,
+    given to the optimizer with add_param_group): convert refuses, with the line; a
+    --partial conversion run under `launch --check` is caught when the unfrozen layer's
+    weights part (before, the probe itself crashed on the optimizer's new group)."""
+    fixture = ROOT / "tests/convert/fixtures/hazards/unfrozen_in_training.py"
+    (tmp_path / "unfreeze.py").write_text(fixture.read_text())
+    refused = distrun("convert", "unfreeze.py", cwd=tmp_path)
+    assert refused.returncode == 4, refused.stdout + refused.stderr
+    assert "unfreeze.py:17: error:" in refused.stdout + refused.stderr
+    assert "[hazards.unfrozen_in_training]" in refused.stdout + refused.stderr
+    assert not (tmp_path / "unfreeze_ddp.py").exists()
+    partial = distrun("convert", "--partial", "unfreeze.py", cwd=tmp_path)
+    assert (tmp_path / "unfreeze_ddp.py").is_file(), partial.stdout + partial.stderr
+    two = distrun("launch", "--nproc-per-node", "2", "--check", "unfreeze_ddp.py",
+                  cwd=tmp_path)
+    assert two.returncode == 3, two.stdout + two.stderr
+    assert "[params-diverged]" in two.stdout + two.stderr
+    assert "`0.weight` differs between rank 0 and rank 1" in two.stdout + two.stderr

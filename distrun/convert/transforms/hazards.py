@@ -1,7 +1,9 @@
 """Hazards: what cannot be converted mechanically becomes a finding with the fix.
 
 Finds: BatchNorm layers (SyncBatchNorm on GPU), IterableDataset (a DistributedSampler cannot shard
-it), CUDA_VISIBLE_DEVICES set inside the script, full-batch optimizers (LBFGS).
+it), CUDA_VISIBLE_DEVICES set inside the script, full-batch optimizers (LBFGS), parameters
+frozen before training and unfrozen during it (DDP syncs only the parameters that required
+grad when it was made: the unfrozen ones would train apart on each rank, an error).
 Rewrites nothing.
 """
 
@@ -9,8 +11,9 @@ from __future__ import annotations
 
 import libcst as cst
 
+from distrun.convert.analysis import Facts
 from distrun.convert.context import Context, Transform
-from distrun.convert.idioms import ITERABLE_DATASET
+from distrun.convert.idioms import ITERABLE_DATASET, trains
 
 
 def plan_hazards(ctx: Context) -> None:
@@ -49,6 +52,68 @@ def plan_hazards(ctx: Context) -> None:
                              "the script sets CUDA_VISIBLE_DEVICES: every rank "
                              "would see the same GPUs", "remove it; torchrun gives each rank "
                              "its own LOCAL_RANK")
+    _unfrozen_in_training(ctx)
+
+
+def _unfrozen_in_training(ctx: Context) -> None:
+    """`p.requires_grad = False` (or `requires_grad_(False)`) outside the training loops,
+    then `= True` inside one (progressive unfreezing): DDP made before registered no
+    hook for the frozen parameters, so once unfrozen their gradients stay each rank's
+    own. A freeze inside the loop (a GAN's discriminator toggled each step) is left: its
+    parameters required grad when DDP was made."""
+    facts = ctx.facts
+    loops = [loop for loop in [*facts.for_loops, *_whiles(facts)]
+             if trains(facts, loop.body, flow=ctx.flow)]
+
+    def in_training(node: cst.CSTNode) -> bool:
+        return any(up is loop for up in facts.ancestors(node) for loop in loops)
+
+    changes = _requires_grad_changes(facts)
+    if not any(on is not True and not in_training(node) for node, on in changes):
+        return
+    for node, on in changes:
+        if on is not False and in_training(node):
+            ctx.plan.finding(
+                node, "hazards.unfrozen_in_training",
+                "parameters frozen before training are unfrozen here, inside the training "
+                f"loop: {ctx.target.wrap_call}, made while they were frozen, does not sync "
+                "them, so they would train apart on each rank",
+                f"repeat {ctx.target.wrap_call} after unfreezing, or unfreeze before it and "
+                "keep the frozen parameters out of the optimizer until their time",
+                severity="error")
+
+
+def _whiles(facts: Facts) -> list[cst.While]:
+    found: list[cst.While] = []
+
+    class Visit(cst.CSTVisitor):
+        def visit_While(self, node: cst.While) -> None:
+            found.append(node)
+
+    for info in facts.modules:
+        info.module.visit(Visit())
+    return found
+
+
+def _requires_grad_changes(facts: Facts) -> list[tuple[cst.CSTNode, bool | None]]:
+    """Each `x.requires_grad = V` and `x.requires_grad_(V)`, with V: True, False, or None
+    (not a literal: either)."""
+    found: list[tuple[cst.CSTNode, bool | None]] = []
+    for assign in facts.assigns:
+        if isinstance(assign, cst.Assign) and any(
+                isinstance(t.target, cst.Attribute) and t.target.attr.value == "requires_grad"
+                for t in assign.targets):
+            found.append((assign, _literal(assign.value)))
+    for call in facts.calls:
+        if isinstance(call.func, cst.Attribute) and call.func.attr.value == "requires_grad_":
+            found.append((call, _literal(call.args[0].value) if call.args else True))
+    return found
+
+
+def _literal(value: cst.BaseExpression) -> bool | None:
+    if isinstance(value, cst.Name) and value.value in ("True", "False"):
+        return value.value == "True"
+    return None
 
 
 TRANSFORM = Transform("hazards", plan_hazards)
