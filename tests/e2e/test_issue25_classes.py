@@ -132,13 +132,17 @@ GENERATED = textwrap.dedent('''\
 ITERATOR_OBJECT = (ROOT / "tests/convert/fixtures/data/batch_iterator_instance.py").read_text()
 
 
-@pytest.mark.parametrize("source", [GENERATED, ITERATOR_OBJECT],
-                         ids=["generator", "iterator_object"])
-def test_batches_made_by_hand_are_shared_out_like_a_sampler(tmp_path: Path, source: str) -> None:
+@pytest.mark.parametrize(("source", "per_rank"), [
+    (GENERATED, "16"), (ITERATOR_OBJECT, "16"), (GENERATED, "32")],
+    ids=["generator", "iterator_object", "one_batch_padded"])
+def test_batches_made_by_hand_are_shared_out_like_a_sampler(tmp_path: Path, source: str,
+                                                          per_rank: str) -> None:
     """Class 4: batches made by a generator of the script with its own unseeded shuffle,
     or by an iterating class whose instance a factory returns and a Trainer keeps (the
     loop reads `self.batches`). Rank 0 makes the batches, each rank trains on one of
-    every two: the same steps as the original."""
+    every two: the same steps as the original. With one batch per epoch (32 on 2 ranks)
+    the short round is padded: both ranks train on it, the original's step (a dropped
+    round would train nothing)."""
     (tmp_path / "gen.py").write_text(source)
     shim = {"PYTHONPATH": os.pathsep.join([str(ROOT / "tests" / "projects" / "shim"),
                                             os.environ.get("PYTHONPATH", "")]),
@@ -150,7 +154,7 @@ def test_batches_made_by_hand_are_shared_out_like_a_sampler(tmp_path: Path, sour
     assert converted.returncode == 0, converted.stdout + converted.stderr
     assert "data.rank_batches" in converted.stdout
     two = distrun("launch", "--nproc-per-node", "2", "--check", "gen_ddp.py", cwd=tmp_path,
-                  env={**shim, "BATCH_SIZE": "16", "OUT_PATH": "two.pt"})
+                  env={**shim, "BATCH_SIZE": per_rank, "OUT_PATH": "two.pt"})
     assert two.returncode == 0, two.stdout + two.stderr
     expected, got = torch.load(tmp_path / "single.pt"), torch.load(tmp_path / "two.pt")
     for key, value in expected.items():

@@ -5,7 +5,9 @@ yields them, a class with `__iter__`) reads no DataLoader a sampler could shard:
 every rank it would train on every batch. Its iterable is handed to `rank_batches`
 (defined with the set-up): rank 0 makes the batches, as the original does, and of each
 WORLD_SIZE batches in a row the RANK-th is this rank's (sent by rank 0); a last round
-with fewer batches than ranks is dropped, so every rank takes as many steps.
+with fewer batches than ranks is padded with its own batches (as DistributedSampler pads
+its indices), so every rank takes as many steps and no batch is left out: an epoch of
+one batch trains every rank on it, the original's step.
 
     for x, y in get_batches(words, 512):      ->  for x, y in rank_batches(get_batches(words, 512)):
     for i, (x, y) in enumerate(train_iter):   ->  ... in enumerate(rank_batches(train_iter)):
@@ -157,8 +159,9 @@ def helper_code(n: Names) -> str:
 
 def {n.rank_batches}(batches):
     """distrun: this rank's share of batches made by hand: rank 0 makes them, and of each
-    WORLD_SIZE in a row the RANK-th is this rank's (a last incomplete round is dropped, so
-    every rank takes as many steps)."""
+    WORLD_SIZE in a row the RANK-th is this rank's (a last round with fewer batches than
+    ranks is padded with its own batches, as DistributedSampler pads: every rank takes
+    as many steps and no batch is left out)."""
     if not {n.dist}.is_initialized() or {n.dist}.get_world_size() == 1:
         yield from batches
         return
@@ -167,7 +170,9 @@ def {n.rank_batches}(batches):
     while True:
         group = [list({n.itertools}.islice(made, world)) if made is not None else None]
         {n.dist}.broadcast_object_list(group, src=0)
+        if not group[0]:
+            return
+        yield group[0][rank % len(group[0])]
         if len(group[0]) < world:
             return
-        yield group[0][rank]
 '''
