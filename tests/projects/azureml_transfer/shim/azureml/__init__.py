@@ -1,0 +1,1 @@
+"""A fake `azureml` (azureml-core is not installed): what pytorch_train.py uses."""
