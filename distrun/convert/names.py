@@ -27,7 +27,8 @@ _MODULES = {
 _FIXED = ("local_rank", "rank", "world_size", "device", "dist", "ddp", "sampler", "gc", "os",
           "contextlib", "accelerator", "rank0_value", "rank0_split", "shard_loader", "auto_epoch",
           "rank_share", "itertools", "rank_batches", "rank0_only", "gather_batch", "copy",
-          "plain_module", "keep_plain_copy", "rank_share_batches", "rank0_first")
+          "plain_module", "keep_plain_copy", "rank_share_batches", "rank0_first",
+          "rank0_call")
 
 
 @dataclass
@@ -57,6 +58,7 @@ class Names:
     keep_plain_copy: str = "keep_plain_copy"
     rank_share_batches: str = "RankShareBatchSampler"
     rank0_first: str = "rank0_first"
+    rank0_call: str = "rank0_call"
     taken: set[str] = field(default_factory=set, repr=False)
     made: list[str] = field(default_factory=list, repr=False)  # what `fresh` returned
 

@@ -1,7 +1,7 @@
 """What the ranks but 0 hold where rank 0 holds an output object (part of the output
 transform, whose rules these are).
 
-A TensorBoard SummaryWriter, or a tracker's run (mlflow, comet, neptune, aim, visdom),
+A TensorBoard SummaryWriter, or a tracker's run (mlflow, comet, neptune, aim, visdom, Azure ML),
 made on every rank writes its files (or sends its data) once per rank. It is made on
 rank 0 only, and the other ranks get a stand-in, `Rank0Only` (defined with the set-up),
 that answers every use of the object without doing anything:
@@ -53,7 +53,8 @@ from distrun.convert.transforms.rank0_values import CLOCKS
 WRITERS = frozenset({"torch.utils.tensorboard.SummaryWriter", "tensorboardX.SummaryWriter",
                      "torch.utils.tensorboard.writer.SummaryWriter"})
 TRACKERS = frozenset({"mlflow.start_run", "comet_ml.Experiment", "neptune.init_run",
-                      "aim.Run", "visdom.Visdom"})
+                      "aim.Run", "visdom.Visdom", "azureml.core.run.Run.get_context",
+                      "azureml.core.Run.get_context"})
 OBJECTS = WRITERS | TRACKERS
 FOLDER_READS = frozenset({"log_dir", "logdir", "get_logdir"})
 FILE_HANDLERS = frozenset({"logging.FileHandler", "logging.handlers.WatchedFileHandler",

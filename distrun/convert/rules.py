@@ -84,6 +84,8 @@ _RULES: tuple[tuple[str, str], ...] = (
      "every rank draws its order alike and takes its share."),
     ("data.share_batch_sampler", "A training loader's own batch_sampler: every rank takes "
      "rank 0's batches and keeps its share of each (the global batch stays the original's)."),
+    ("data.phase_loaders", "One DataLoader call making the loader of every phase (a dict "
+     "by phase): only the training phase's is sharded."),
     ("data.rank_batches", "Batches a generator or class of the script makes: rank 0 makes "
      "them, each rank trains on one of every WORLD_SIZE in a row."),
     ("data.own_sampler", "A training DataLoader with its own sampler was not sharded."),
@@ -217,6 +219,8 @@ _RULES: tuple[tuple[str, str], ...] = (
      "them, none fails."),
     ("directories.dir_fd", "`os.mkdir(..., dir_fd=...)` run by every rank: all but the "
      "first fail."),
+    ("download.rank0_call", "A function of the script that downloads files by hand runs "
+     "on rank 0 only, its result sent to every rank."),
     ("download.rank0_first", "Rank 0 downloads the dataset first; the others wait, then "
      "read the files."),
     ("rank0_values.broadcast", "A run name from the clock or a random id is rank 0's on "

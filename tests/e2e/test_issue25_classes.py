@@ -217,3 +217,54 @@ def test_parameters_unfrozen_during_training_are_an_error_and_the_check_sees_the
     assert two.returncode == 3, two.stdout + two.stderr
     assert "[params-diverged]" in two.stdout + two.stderr
     assert "`0.weight` differs between rank 0 and rank 1" in two.stdout + two.stderr
+
+
+def test_loaders_by_phase_shard_the_training_phase_only(tmp_path: Path) -> None:
+    """The transfer-learning tutorial's loop: one DataLoader call in a comprehension makes
+    the loader of each phase, read as `dataloaders[phase]`; the best epoch's weights are
+    kept by validation accuracy. Only the training loader is sharded (16 per rank), every
+    rank evaluates the whole validation set and keeps the same epoch: the original's
+    weights (before, the dataset hoisted out of the comprehension was a NameError)."""
+    fixture = ROOT / "tests/convert/fixtures/data/phase_loaders.py"
+    (tmp_path / "phases.py").write_text(fixture.read_text())
+    single = run_cmd([sys.executable, "phases.py"], cwd=tmp_path,
+                     env={"BATCH_SIZE": "32", "OUT_PATH": "single.pt"})
+    assert single.returncode == 0, single.stderr
+    converted = distrun("convert", "phases.py", cwd=tmp_path)
+    assert converted.returncode == 0, converted.stdout + converted.stderr
+    assert "data.phase_loaders" in converted.stdout
+    two = distrun("launch", "--nproc-per-node", "2", "--check", "phases_ddp.py", cwd=tmp_path,
+                  env={"BATCH_SIZE": "16", "OUT_PATH": "two.pt"})
+    assert two.returncode == 0, two.stdout + two.stderr
+    expected, got = torch.load(tmp_path / "single.pt"), torch.load(tmp_path / "two.pt")
+    assert expected.keys() == got.keys()
+    for key, value in expected.items():
+        assert torch.allclose(value, got[key], atol=1e-5), key
+
+
+def test_a_download_by_hand_runs_on_rank_0_only(tmp_path: Path) -> None:
+    """A helper that downloads an archive (torch.hub.download_url_to_file, here from a
+    file:// URL), extracts it and deletes it: on every rank at once one rank deletes the
+    archive another reads. Converted, it runs on rank 0, the others taking its result."""
+    import io
+    import tarfile
+
+    import numpy as np
+
+    buffer = io.BytesIO()
+    np.save(buffer, np.random.default_rng(0).random((32, 5)))
+    source = tmp_path / "source.tar.gz"
+    with tarfile.open(source, "w:gz") as tar:
+        info = tarfile.TarInfo("data.npy")
+        info.size = len(buffer.getvalue())
+        tar.addfile(info, io.BytesIO(buffer.getvalue()))
+    fixture = ROOT / "tests/convert/fixtures/download/hand_download.py"
+    (tmp_path / "fetch.py").write_text(fixture.read_text())
+    converted = distrun("convert", "fetch.py", cwd=tmp_path)
+    assert converted.returncode == 0, converted.stdout + converted.stderr
+    assert "download.rank0_call" in converted.stdout
+    two = distrun("launch", "--nproc-per-node", "2", "--check", "fetch_ddp.py", cwd=tmp_path,
+                  env={"DATA_URL": source.as_uri()})
+    assert two.returncode == 0, two.stdout + two.stderr
+    assert (tmp_path / "data" / "data.npy").is_file()
+    assert not (tmp_path / "data" / "data.tar.gz").exists()

@@ -45,6 +45,7 @@ from distrun.convert.transforms.loader_names import (
     construction_names,
     reached_names,
 )
+from distrun.convert.transforms.phase_loaders import shard_phase_loaders
 from distrun.convert.transforms.rebuild import (
     auto_epoch_code,
     draw_per_rank,
@@ -85,8 +86,12 @@ def plan_data(ctx: Context) -> None:
     sharded: set[str] = set()
     epoched: set[str] = set()  # sharded by a sampler whose epoch moves on (not batch_sampler)
     mixed: set[str] = set()
+    by_phase = shard_phase_loaders(ctx, loaders)
     for call in loaders:
         names = construction_names(facts, call)
+        if id(call) in by_phase:
+            sharded |= names
+            continue
         kind, why = classify(names, train_names, len(loaders))
         if names & drawn and not names & looped:
             why = "its batches, drawn with `next()`, go into training"
@@ -264,7 +269,10 @@ def _is_iterable_dataset(facts: Facts, expr: cst.BaseExpression) -> bool:
 def _hoist_dataset(ctx: Context, call: cst.Call, ds_arg: cst.Arg) -> str | None:
     facts, plan = ctx.facts, ctx.plan
     stmt = facts.statement(call)
-    if not isinstance(stmt, cst.SimpleStatementLine):
+    inner = next((up for up in facts.ancestors(call) if isinstance(up, _OWN_SCOPES)), None)
+    if inner is not None and _plain(ds_arg.value):
+        return facts.code(ds_arg.value)  # `datasets[x]` in a comprehension: read it twice
+    if not isinstance(stmt, cst.SimpleStatementLine) or inner is not None:
         plan.finding(call, "data.unnamed_dataset",
                      "the dataset is built inside the DataLoader call in a "
                      "place where it cannot be named; loader left unsharded",
@@ -283,6 +291,19 @@ def _hoist_dataset(ctx: Context, call: cst.Call, ds_arg: cst.Arg) -> str | None:
     plan.change(call, "data.name_dataset",
                 f"dataset assigned to `{name}` so the sampler can see it")
     return name
+
+
+# Expressions with names of their own: a dataset read there cannot be named before them.
+_OWN_SCOPES = (cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp, cst.Lambda)
+
+
+def _plain(expr: cst.BaseExpression) -> bool:
+    """A name, an attribute or an index of them (`datasets[x]`, `self.sets[phase]`): read
+    twice, it is the same object."""
+    if isinstance(expr, cst.Subscript):
+        return _plain(expr.value) and all(
+            isinstance(e.slice, cst.Index) and _plain(e.slice.value) for e in expr.slice)
+    return dotted(expr) is not None or isinstance(expr, (cst.SimpleString, cst.Integer))
 
 
 def _rebuild_loader(sampler: str) -> Rewrite:

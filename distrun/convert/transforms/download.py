@@ -22,6 +22,7 @@ import libcst as cst
 from distrun.convert.analysis import dotted, keyword
 from distrun.convert.build import Rewrite, statement, statements
 from distrun.convert.context import Context, Transform
+from distrun.convert.transforms.hand_downloads import run_hand_downloads_on_rank0
 
 
 def plan_downloads(ctx: Context) -> None:
@@ -62,6 +63,7 @@ def plan_downloads(ctx: Context) -> None:
         ctx.plan.change(call, "download.rank0_first",
                         "rank 0 downloads the dataset first, the other ranks "
                         "wait for it, then every rank reads the files")
+    run_hand_downloads_on_rank0(ctx)
 
 
 TRANSFORM = Transform("download", plan_downloads)

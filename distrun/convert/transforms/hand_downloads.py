@@ -1,0 +1,109 @@
+"""Downloads written by hand (part of the download transform): a function of the script
+that fetches a file itself (`urllib.request.urlretrieve`, `wget.download`, `gdown`,
+torch.hub's and torchvision's download helpers), then usually extracts and deletes it.
+Every rank doing that at once writes, extracts and deletes the same files: one rank
+deletes the archive another still reads. The call runs on rank 0 only, its result sent
+to every rank:
+
+    data_dir = download_data()      ->  data_dir = rank0_call(download_data)
+
+`rank0_call` (defined with the setup) calls the function on rank 0, the other ranks
+waiting for its result (`dist.broadcast_object_list`), which also means the files are
+there when they go on. Several machines without a shared file system: only node 0 gets
+the files (said in the change).
+
+Won't: such a call in a loop, inside an expression, or when a module is imported: reported
+with the fix.
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from distrun.convert.build import Rewrite, code_of, expression
+from distrun.convert.context import Context
+from distrun.convert.idioms import DATALOADER, trains
+from distrun.convert.names import Names
+
+FETCHES = frozenset({
+    "urllib.request.urlretrieve", "urllib.urlretrieve", "wget.download", "gdown.download",
+    "gdown.download_folder", "torch.hub.download_url_to_file",
+    "torchvision.datasets.utils.download_url",
+    "torchvision.datasets.utils.download_and_extract_archive",
+    "torchvision.datasets.utils.download_file_from_google_drive",
+})
+_DEPTH = 2  # calls of the script's functions followed from the one called
+
+
+def run_hand_downloads_on_rank0(ctx: Context) -> None:
+    """The calls of the outermost download functions: a function that fetches (itself or
+    through the script's functions it calls) and neither trains nor makes a DataLoader,
+    called from one that is not such a function (no collective inside rank 0's call)."""
+    facts = ctx.facts
+    downloads = {id(f) for f in facts.function_defs if _fetches(ctx, f, 0)
+                 and not trains(facts, f, flow=ctx.flow)
+                 and not any(facts.call_name(c) in DATALOADER for c in facts.calls_in(f))}
+    for call in facts.calls:
+        found = ctx.flow.callee(call)
+        caller = facts.function(call)
+        if found is None or id(found[0]) not in downloads or (
+                caller is not None and id(caller) in downloads):
+            continue
+        stmt = facts.statement(call)
+        small = stmt.body[0] if isinstance(stmt, cst.SimpleStatementLine) and len(
+            stmt.body) == 1 else None
+        whole = isinstance(small, (cst.Assign, cst.Expr, cst.Return)) and small.value is call
+        loop = next(iter(facts.enclosing_loops(call)), None)
+        at_import = facts.function(call) is None and not facts.module_of(call).is_entry
+        if not whole or loop is not None or at_import or any(a.star for a in call.args):
+            ctx.plan.finding(call, "download.rank0_first",
+                             f"`{facts.code(call.func)}(...)` downloads files by hand on every "
+                             "rank at once: they can be torn or deleted under another rank",
+                             f"run it on rank 0 only (`if {ctx.names.rank} == 0:`), then "
+                             f"`{ctx.target.barrier(ctx, at=call)}`")
+            continue
+        n = ctx.names
+        ctx.need("dist", at=call)
+        ctx.define_helper("rank0_call", call, helper_code(n))
+        ctx.plan.rewrite(call, _through_rank0(n.rank0_call))
+        ctx.plan.change(call, "download.rank0_call",
+                        f"`{facts.code(call.func)}(...)` downloads files by hand: it runs on "
+                        f"rank 0 only (`{n.rank0_call}`), the other ranks waiting for its "
+                        "result (on several machines without a shared file system, only "
+                        "node 0 gets the files)")
+
+
+def _fetches(ctx: Context, func: cst.FunctionDef, depth: int) -> bool:
+    for call in ctx.facts.calls_in(func):
+        if ctx.facts.call_name(call) in FETCHES:
+            return True
+        found = ctx.flow.callee(call)
+        if found is not None and found[0] is not func and depth < _DEPTH \
+                and _fetches(ctx, found[0], depth + 1):
+            return True
+    return False
+
+
+def _through_rank0(helper: str) -> Rewrite:
+    def rewrite(node: cst.CSTNode) -> cst.CSTNode:
+        assert isinstance(node, cst.Call)
+        args = ", ".join([code_of(node.func), *(
+            f"{a.keyword.value}={code_of(a.value)}" if a.keyword is not None
+            else code_of(a.value) for a in node.args)])
+        return expression(f"{helper}({args})")
+
+    return rewrite
+
+
+def helper_code(n: Names) -> str:
+    return f'''
+
+def {n.rank0_call}(fn, *args, **kwargs):
+    """distrun: `fn(*args, **kwargs)` run on rank 0 only (it writes files every rank
+    would write at once); the other ranks wait for its result, sent to them."""
+    if not {n.dist}.is_initialized():
+        return fn(*args, **kwargs)
+    holder = [fn(*args, **kwargs) if {n.dist}.get_rank() == 0 else None]
+    {n.dist}.broadcast_object_list(holder, src=0)
+    return holder[0]
+'''
