@@ -18,9 +18,11 @@ $(STAMP): pyproject.toml constraints.txt
 
 # Two pytest-xdist workers (one per core of the 2-core machines the suite is sized for):
 # most of an end-to-end test is waiting (a rendezvous, a timeout, a process starting), and
-# two tests overlap their waits. WORKERS=0 runs the suite in one process.
+# two tests overlap their waits; `worksteal` hands a worker left idle the other's queued
+# tests (the long end-to-end ones no longer end the run on one worker). WORKERS=0 runs the
+# suite in one process. The 25 slowest tests are listed at the end.
 WORKERS ?= 2
-TEST_OPTS = -q $(if $(filter 0,$(WORKERS)),,-n $(WORKERS) --dist loadgroup)
+TEST_OPTS = -q --durations=25 $(if $(filter 0,$(WORKERS)),,-n $(WORKERS) --dist worksteal)
 
 test: $(STAMP)
 	$(PY) -m pytest $(TEST_OPTS)
