@@ -35,7 +35,7 @@ from distrun.convert.context import Context, Setup, Stage, Transform, Wrapping, 
 from distrun.convert.idioms import is_backward
 from distrun.convert.options import ConvertOptions
 from distrun.convert.options import Target as TargetName
-from distrun.convert.targets.base import backward_through
+from distrun.convert.targets.base import backward_through, in_module_class
 
 
 @dataclass(frozen=True)
@@ -88,6 +88,11 @@ class Accelerate:
         facts, plan, acc = ctx.facts, ctx.plan, ctx.names.accelerator
         model, target, name = site.model, site.wrapper, site.model_code
         anchor, after = site.anchor, site.after
+        attribute = target.removeprefix("self.")
+        if attribute != target and attribute.isidentifier() and in_module_class(ctx, anchor):
+            # not a submodule of the script's nn.Module: its checkpoint keeps its keys
+            target = f'self.__dict__["{attribute}"]'
+
         alone = Wrapping(statement(f"{target} = {acc}.prepare({name})\n"), anchor, after)
         if not isinstance(model.optimizer, cst.Call):  # updated by hand: nothing to prepare
             return alone

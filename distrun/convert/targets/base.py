@@ -23,6 +23,7 @@ import libcst as cst
 
 from distrun.convert.build import code_of, expression
 from distrun.convert.context import Context, Setup, Stage, Transform, Wrapping, WrapSite
+from distrun.convert.layers import MODULE_CLASSES
 from distrun.convert.models import Model
 from distrun.convert.options import ConvertOptions
 from distrun.convert.options import Target as TargetName
@@ -162,3 +163,16 @@ def is_model_optimizer(ctx: Context, call: cst.Call) -> bool:
     flow = ctx.flow
     place = flow.place_of(flow.strip(call.func.value))
     return place is not None and flow.same(place, flow.place_of(built.targets[0].target))
+
+
+def in_module_class(ctx: Context, anchor: cst.CSTNode) -> bool:
+    """Whether `anchor` is in a method of a class of the script that is an nn.Module (its
+    bases followed through the script's own classes)."""
+    cls = next((a for a in ctx.facts.ancestors(anchor) if isinstance(a, cst.ClassDef)), None)
+    seen: set[int] = set()
+    while cls is not None and id(cls) not in seen:
+        seen.add(id(cls))
+        if any(ctx.facts.qualname(b.value) in MODULE_CLASSES for b in cls.bases):
+            return True
+        cls = ctx.flow.base_class(cls)
+    return False

@@ -16,13 +16,10 @@ twice (`ddp_network.module.*` beside `network.*`), a checkpoint the original can
 
 from __future__ import annotations
 
-import libcst as cst
-
 from distrun.convert.build import statement
 from distrun.convert.context import Context, Wrapping, WrapSite
-from distrun.convert.layers import MODULE_CLASSES
 from distrun.convert.options import Target as TargetName
-from distrun.convert.targets.base import TorchDistributed
+from distrun.convert.targets.base import TorchDistributed, in_module_class
 
 
 class DDP(TorchDistributed):
@@ -35,22 +32,9 @@ class DDP(TorchDistributed):
         made = (f"{n.ddp}({inner}, device_ids=[{n.local_rank}] "
                 "if torch.cuda.is_available() else None)")
         attribute = site.wrapper.removeprefix("self.")
-        if attribute != site.wrapper and attribute.isidentifier() and _in_module_class(
+        if attribute != site.wrapper and attribute.isidentifier() and in_module_class(
                 ctx, site.anchor):
             return Wrapping(statement(
                 f'self.__dict__["{attribute}"] = {made}  # not a submodule: the checkpoint '
                 "keeps the original's keys\n"), site.anchor, site.after)
         return Wrapping(statement(f"{site.wrapper} = {made}\n"), site.anchor, site.after)
-
-
-def _in_module_class(ctx: Context, anchor: cst.CSTNode) -> bool:
-    """Whether `anchor` is in a method of a class of the script that is an nn.Module (its
-    bases followed through the script's own classes)."""
-    cls = next((a for a in ctx.facts.ancestors(anchor) if isinstance(a, cst.ClassDef)), None)
-    seen: set[int] = set()
-    while cls is not None and id(cls) not in seen:
-        seen.add(id(cls))
-        if any(ctx.facts.qualname(b.value) in MODULE_CLASSES for b in cls.bases):
-            return True
-        cls = ctx.flow.base_class(cls)
-    return False

@@ -51,6 +51,7 @@ from distrun.convert.targets import deepspeed_settings, deepspeed_user, deepspee
 from distrun.convert.targets.base import (
     TorchDistributed,
     backward_through,
+    in_module_class,
     is_model_optimizer,
     one_model_one_optimizer,
 )
@@ -145,6 +146,9 @@ def _initialize(ctx: Context, site: WrapSite) -> Wrapping | None:
                                    < facts.line(anchor) for s in loads):
         anchor, after = binding, True  # the engine loads the optimizer's state: made before
     ctx.need("deepspeed", "os", at=anchor)
+    attribute = target.removeprefix("self.")
+    if attribute != target and attribute.isidentifier() and in_module_class(ctx, anchor):
+        target = f'self.__dict__["{attribute}"]'  # not a submodule: the original's keys
     code = (f"{target} = deepspeed.initialize(model={name}, optimizer={optimizer}, "
             f'config={n.os}.environ["DS_CONFIG"])[0]\n')
     before = deepspeed_zero3.keep_plain_copy(ctx, model, name, anchor)
