@@ -30,7 +30,7 @@ from distrun.convert.analysis import dotted
 from distrun.convert.build import statement
 from distrun.convert.context import Context
 from distrun.convert.idioms import is_backward, is_optimizer_step, trains, unwrap_iter
-from distrun.convert.transforms.rebuild import auto_epoch_code, helper_code
+from distrun.convert.transforms.rebuild import shard_loader_call
 
 
 def shard_phase_loaders(ctx: Context, loaders: list[cst.Call]) -> set[int]:
@@ -128,12 +128,7 @@ def _tested_phases(ctx: Context, call: cst.Call, phase: str) -> set[str]:
 
 
 def _rebuild_after(ctx: Context, line: cst.SimpleStatementLine, loader: str) -> None:
-    call = ctx.target.prepare_loader(ctx, loader)
-    if call is None:
-        call = f"{ctx.names.shard_loader}({loader})"
-        ctx.need("sampler", at=line)
-        ctx.define_helper("auto_epoch", line, auto_epoch_code(ctx.names))
-        ctx.define_helper("shard_loader", line, helper_code(ctx.names))
+    call = shard_loader_call(ctx, loader, line)
     ctx.plan.insert_after(line, [statement(f"{loader} = {call}\n")])
     ctx.plan.change(line, "data.phase_loaders",
                     f"one DataLoader call makes the loader of every phase: `{loader}`, the "

@@ -91,12 +91,7 @@ def _rebuild(ctx: Context, bound: cst.BaseStatement, name: str, loop: cst.For) -
         if facts.inside(loop, stmt) or _hands_on(ctx, stmt, name):
             at, before = stmt, True
             break
-    call = ctx.target.prepare_loader(ctx, name)
-    if call is None:  # the shard_loader helper, defined with the setup
-        call = f"{ctx.names.shard_loader}({name})"
-        ctx.need("sampler", at=bound)
-        ctx.define_helper("auto_epoch", bound, auto_epoch_code(ctx.names))
-        ctx.define_helper("shard_loader", bound, helper_code(ctx.names))
+    call = shard_loader_call(ctx, name, bound)
     new = [statement(f"{name} = {call}\n")]
     if before:
         ctx.plan.insert_before(at, new)
@@ -107,6 +102,19 @@ def _rebuild(ctx: Context, bound: cst.BaseStatement, name: str, loop: cst.For) -
                     f"call shows (`{facts.code(_value(bound))}`): rebuilt with `{call}` "
                     "before it is used for training, each rank reading its own part, a new "
                     "shuffle at each pass; it stops with the reason if it cannot be")
+
+
+def shard_loader_call(ctx: Context, loader: str, at: cst.CSTNode) -> str:
+    """The expression that rebuilds `loader` sharded: the target's own (accelerate's
+    `prepare`), else the `shard_loader` helper, then defined with the setup of `at`'s
+    module."""
+    call = ctx.target.prepare_loader(ctx, loader)
+    if call is None:
+        call = f"{ctx.names.shard_loader}({loader})"
+        ctx.need("sampler", at=at)
+        ctx.define_helper("auto_epoch", at, auto_epoch_code(ctx.names))
+        ctx.define_helper("shard_loader", at, helper_code(ctx.names))
+    return call
 
 
 def _value(stmt: cst.BaseStatement) -> cst.CSTNode:
