@@ -14,8 +14,8 @@ one batch trains every rank on it, the original's step.
         (train_iter holding an instance of an iterating class of the project, wherever
         it was made: a parameter, `build_iterator(...)`'s return, another module)
 
-Not a generator or class that passes on the batches of an iterable it is given (a
-prefetcher over a DataLoader: the loader is what is sharded).
+Not a generator or class given a DataLoader, or a loader already sharded (a prefetcher
+over it): the loader is what is sharded.
 
 A step now sees WORLD_SIZE batches (the global batch is WORLD_SIZE times the script's),
 taken in the original's order: with the batch size divided by WORLD_SIZE, the same
@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from distrun.convert.analysis import Facts, dotted, positional
+from distrun.convert.analysis import Facts, dotted
 from distrun.convert.build import code_of, expression
 from distrun.convert.context import Context
 from distrun.convert.idioms import is_backward, is_optimizer_step, unwrap_iter
@@ -99,31 +99,14 @@ def _batch_maker(ctx: Context, source: cst.BaseExpression, sharded: set[str]) ->
 
 
 def _generator(ctx: Context, func: cst.FunctionDef) -> bool:
-    yields = any(isinstance(node, cst.Yield) and ctx.facts.function(node) is func
-                 for node in _walk(func))
-    return yields and not _yields_from_parameter(ctx, func)
-
-
-def _yields_from_parameter(ctx: Context, func: cst.FunctionDef) -> bool:
-    """`def prefetch(loader): for batch in loader: yield ...`: it passes on the batches of
-    an iterable it is given."""
-    params = set(ctx.facts.params(func, False))
-    return any(isinstance(node, cst.For) and dotted(unwrap_iter(ctx.facts, node.iter)) in params
+    return any(isinstance(node, cst.Yield) and ctx.facts.function(node) is func
                for node in _walk(func))
 
 
 def _makes_its_batches(ctx: Context, cls: cst.ClassDef) -> bool:
-    """A class of the project with `__iter__` that iterates nothing it is given: no
-    `iter(...)` or `next(...)` of anything but itself (a class with `__next__` slicing a
-    list of samples, not a prefetcher over a loader)."""
-    if ctx.flow.method(cls, "__iter__") is None:
-        return False
-    for call in ctx.facts.calls_in(cls):
-        if ctx.facts.call_name(call) in ("iter", "next"):
-            args = positional(call)
-            if args and dotted(args[0].value) != "self":
-                return False
-    return True
+    """A class of the project with `__iter__` (one made over a loader is told by what it
+    is given: `_feeds_on`)."""
+    return ctx.flow.method(cls, "__iter__") is not None
 
 
 def _constructions(facts: Facts, cls: cst.ClassDef) -> list[cst.Call]:
