@@ -108,4 +108,10 @@ def test_a_crashing_rank_fails_the_slurm_job_with_distruns_report(slurm: dict[st
                            text=True, timeout=30).stdout
     assert "JobState=FAILED" in state, state
     assert "distrun: error: the job failed" in output, output
-    assert "rank 1 (local rank 0)" in output and "rank 1 crashed on purpose" in output, output
+    assert "rank 1 crashed on purpose" in output, output
+    # node 1's distrun names its rank, unless SLURM ends the step (node 0's task exited 1)
+    # before node 1's agent has seen its worker fail: then node 0's report says its rank
+    # lost its peer on the other node (seen on a loaded machine, CI of 2026-11-26)
+    assert "rank 1 (local rank 0)" in output or (
+        "lost peer: the process at 10.215.77.2 went away" in output
+        and "it may be another node" in output), output
