@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -67,6 +68,19 @@ def _sbatch(script: Path, env: dict[str, str]) -> tuple[int, str, str]:
     return result.returncode, job, output
 
 
+def _settled_state(job: str, env: dict[str, str]) -> str:
+    """`scontrol show job` once the job has left COMPLETING (sbatch --wait returns when the
+    batch script ends; SLURM may still be ending the job's other processes)."""
+    state = ""
+    for _ in range(120):
+        state = subprocess.run(["scontrol", "show", "job", job], env=env, capture_output=True,
+                               text=True, timeout=30).stdout
+        if "JobState=COMPLETING" not in state:
+            break
+        time.sleep(0.5)
+    return state
+
+
 def _ranks(output: str) -> list[str]:
     return sorted(line for line in output.splitlines() if line.startswith("rank "))
 
@@ -104,8 +118,7 @@ def test_a_crashing_rank_fails_the_slurm_job_with_distruns_report(slurm: dict[st
                                "env:\n  CRASH_RANK: '1'\n")
     code, job, output = _sbatch(_export(where), slurm)
     assert code != 0, output
-    state = subprocess.run(["scontrol", "show", "job", job], env=slurm, capture_output=True,
-                           text=True, timeout=30).stdout
+    state = _settled_state(job, slurm)
     assert "JobState=FAILED" in state, state
     assert "distrun: error: the job failed" in output, output
     assert "rank 1 crashed on purpose" in output, output
