@@ -12,8 +12,9 @@ waiting for its result (`dist.broadcast_object_list`), which also means the file
 there when they go on. Several machines without a shared file system: only node 0 gets
 the files (said in the change).
 
-Won't: such a call in a loop, inside an expression, or when a module is imported: reported
-with the fix.
+Won't: such a call in a loop, inside an expression, or when a module is imported (reported
+with the fix); a function that also loads what it fetched (`torch.load`,
+`load_state_dict`, `.to(device)`, a DataLoader): its result is not sent to the others.
 """
 
 from __future__ import annotations
@@ -40,9 +41,21 @@ def run_hand_downloads_on_rank0(ctx: Context) -> None:
     through the script's functions it calls) and neither trains nor makes a DataLoader,
     called from one that is not such a function (no collective inside rank 0's call)."""
     facts = ctx.facts
-    downloads = {id(f) for f in facts.function_defs if _fetches(ctx, f, 0)
-                 and not trains(facts, f, flow=ctx.flow)
-                 and not any(facts.call_name(c) in DATALOADER for c in facts.calls_in(f))}
+    fetching = [f for f in facts.function_defs if _fetches(ctx, f, 0)
+                and not trains(facts, f, flow=ctx.flow)]
+    downloads = {id(f) for f in fetching if not _loads(ctx, f)}
+    for func in fetching:
+        if id(func) in downloads:
+            continue
+        for call in facts.calls_in(func):
+            if facts.call_name(call) in FETCHES:
+                ctx.plan.finding(call, "download.rank0_first",
+                                 f"`{facts.code(call.func)}(...)` downloads a file on every "
+                                 "rank at once, in a function that also loads it: the file "
+                                 "can be torn under another rank",
+                                 f"download on rank 0 first (`if {ctx.names.rank} == 0:` "
+                                 f"around it, then `{ctx.target.barrier(ctx, at=call)}`), "
+                                 "then load on every rank")
     for call in facts.calls:
         found = ctx.flow.callee(call)
         caller = facts.function(call)
@@ -71,6 +84,21 @@ def run_hand_downloads_on_rank0(ctx: Context) -> None:
                         f"rank 0 only (`{n.rank0_call}`), the other ranks waiting for its "
                         "result (on several machines without a shared file system, only "
                         "node 0 gets the files)")
+
+
+# What a download function must not do to run on rank 0 alone, its result pickled to the
+# others: make a DataLoader, load tensors or weights, move them to a device (rank 0's).
+_LOADS = frozenset({"torch.load", "torch.hub.load", "torch.hub.load_state_dict_from_url"})
+_LOAD_METHODS = frozenset({"load_state_dict", "cuda", "to", "from_pretrained"})
+
+
+def _loads(ctx: Context, func: cst.FunctionDef) -> bool:
+    for call in ctx.facts.calls_in(func):
+        name = ctx.facts.call_name(call) or ""
+        method = call.func.attr.value if isinstance(call.func, cst.Attribute) else ""
+        if name in DATALOADER or name in _LOADS or method in _LOAD_METHODS:
+            return True
+    return False
 
 
 def _fetches(ctx: Context, func: cst.FunctionDef, depth: int) -> bool:
