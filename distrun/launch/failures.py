@@ -39,11 +39,23 @@ class Failure:
         `also failed` (an error of its own)."""
         if self.root_cause:
             return "first failure"
-        if self.stopped or self.exit_code in (-signal.SIGTERM, -signal.SIGINT):
-            return "also stopped"
         if self.error and lost_peer(self.error) is not None:
             return "lost peer"
+        if self.failed_first:
+            return "also failed"
+        if self.stopped or self.exit_code in (-signal.SIGTERM, -signal.SIGINT):
+            return "also stopped"
         return "also failed"
+
+    @property
+    def failed_first(self) -> bool:
+        """Ended by the launcher's signal, but its log already ends with an error of its
+        own: it had failed and was still exiting (unwinding, flushing, freeing) when the
+        signal came. A signal's own end leaves no traceback, except KeyboardInterrupt."""
+        if not (self.stopped or self.exit_code < 0) or not self.error.startswith("Traceback"):
+            return False
+        last = self.error.splitlines()[-1]
+        return not last.startswith(("KeyboardInterrupt", "SystemExit"))
 
     @property
     def how(self) -> str:
@@ -52,7 +64,11 @@ class Failure:
                 name = signal.Signals(-self.exit_code).name
             except ValueError:
                 name = f"signal {-self.exit_code}"
+            if self.failed_first:
+                return f"its own error, then killed by {name} while it exited"
             return f"killed by {name}"
+        if self.failed_first:
+            return f"its own error, then exit code {self.exit_code} once stopped"
         return f"exit code {self.exit_code}"
 
 

@@ -169,12 +169,31 @@ def test_a_rank_that_failed_on_its_own_is_not_said_to_be_stopped(tmp_path: Path)
     assert result.returncode == 1
     report = result.stderr[result.stderr.index("distrun: error: the job failed"):]
     assert report.count("[first failure]") == 1, report
-    other = re.search(r"^  rank (\d) \(local rank \d\) on \S+: exit code 1 \[also failed\]$",
-                      report, re.M)
+    # Its own error, or its own error and then the launcher's SIGTERM while it was
+    # still exiting (Python gives back the default SIGTERM action as it shuts down).
+    other = re.search(r"^  rank (\d) \(local rank \d\) on \S+: (exit code 1|its own error, "
+                      r"then killed by SIGTERM while it exited) \[also failed\]$", report, re.M)
     assert other, report
     assert f"| ValueError: own error on rank {other[1]}" in report
     assert "also stopped" not in report
     assert leftovers(tmp_path) == []
+
+
+def test_a_rank_killed_while_exiting_from_its_own_error_is_said_to_have_failed() -> None:
+    from distrun.launch.failures import Failure
+
+    spec = LaunchSpec(script="t.py", nproc_per_node=3)
+    own = "Traceback (most recent call last):\n  File \"t.py\", line 3\nValueError: mine"
+    result = RunResult(1, "failed", failures=[
+        Failure(1, 1, "h", 1, root_cause=True, error=own.replace("mine", "first")),
+        Failure(0, 0, "h", -15, error=own),
+        Failure(2, 2, "h", -15, error="Traceback (most recent call last):\nKeyboardInterrupt"),
+    ])
+    text = render.launch_report(result, spec)
+    assert ("rank 0 (local rank 0) on h: its own error, then killed by SIGTERM while it "
+            "exited [also failed]") in text, text
+    assert "    | ValueError: mine" in text
+    assert "rank 2 (local rank 2) on h: killed by SIGTERM [also stopped]" in text, text
 
 
 @pytest.mark.e2e
