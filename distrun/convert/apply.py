@@ -78,7 +78,7 @@ class _Applier(cst.CSTTransformer):
             self.produced[id(original_node)] = list(flat.nodes)
             return flat
         wraps = self.plan.wraps.get(original_node)
-        if wraps and isinstance(node, cst.IndentedBlock):
+        if wraps and isinstance(node, (cst.IndentedBlock, cst.Module)):
             node = self._wrap(original_node, node, wraps)
         if isinstance(node, cst.SimpleStatementLine) and not node.body:
             node = cst.RemoveFromParent()  # type: ignore[assignment]  # all its statements went
@@ -140,10 +140,11 @@ class _Applier(cst.CSTTransformer):
             self.orphans[block] = waiting
         return result
 
-    def _wrap(self, original: cst.CSTNode, block: cst.IndentedBlock,
-              wraps: list[tuple[cst.CSTNode, cst.CSTNode, Wrapper]]) -> cst.IndentedBlock:
-        assert isinstance(original, cst.IndentedBlock)
-        body = list(block.body)
+    def _wrap(self, original: cst.CSTNode, block: cst.IndentedBlock | cst.Module,
+              wraps: list[tuple[cst.CSTNode, cst.CSTNode, Wrapper]],
+              ) -> cst.IndentedBlock | cst.Module:
+        assert isinstance(original, (cst.IndentedBlock, cst.Module))
+        body: list[Any] = list(block.body)
         order = list(original.body)
         for first, last, make in wraps:
             span = order[order.index(first): order.index(last) + 1]  # type: ignore[arg-type]

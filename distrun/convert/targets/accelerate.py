@@ -199,12 +199,39 @@ class Accelerate:
     def _prepare_remaining_loaders(self, ctx: Context) -> None:
         acc = ctx.names.accelerator
         for loader in self.loaders:
-            ctx.plan.rewrite(loader.call, lambda n: expression(f"{acc}.prepare({code_of(n)})"))
+            kept = _prepare_apart(ctx, loader.call)
+            if not kept:
+                ctx.plan.rewrite(loader.call,
+                                 lambda n: expression(f"{acc}.prepare({code_of(n)})"))
             ctx.plan.change(loader.call, "accelerate.prepare_loader",
                             f"DataLoader prepared by accelerate "
                             f"({loader.why}): each process reads its own batches, shuffled "
-                            "alike; the global batch is batch_size x WORLD_SIZE")
+                            f"alike; the global batch is batch_size x WORLD_SIZE{kept}")
             ctx.plan.shards_batches(loader.call)
+
+
+def _prepare_apart(ctx: Context, call: cst.Call) -> str:
+    """`loader = DataLoader(...)` stays; under it, `loader = accelerator.prepare(loader)`
+    inside `torch.random.fork_rng`. accelerate's prepare seeds the loader's sampler from
+    torch's global generator (without a seedable sampler), a draw the original script
+    never makes: a model built after it would start from other weights than the
+    original's. "" when the loader is not assigned to a name on a line of its own."""
+    line = ctx.facts.statement(call)
+    small = line.body[0] if isinstance(line, cst.SimpleStatementLine) and len(
+        line.body) == 1 else None
+    if line is None or not isinstance(small, cst.Assign) or small.value is not call or len(
+            small.targets) != 1:
+        return ""
+    name = dotted(small.targets[0].target)
+    if name is None:
+        return ""
+    ctx.need("torch", at=call)
+    ctx.plan.insert_after(line, [statement(
+        f"with torch.random.fork_rng(devices=[]):\n"
+        f"    {name} = {ctx.names.accelerator}.prepare({name})\n")])
+    return (", prepared on the next line inside `torch.random.fork_rng` (accelerate draws "
+            "the sampler's seed from torch's generator, which the original never does: a "
+            "model built after starts from the original's weights)")
 
 
 def _backward_through_accelerator(ctx: Context) -> None:
