@@ -13,13 +13,19 @@ value than a literal that writes:
 
 from __future__ import annotations
 
+import re
+
 import libcst as cst
 
 from distrun.convert.analysis import block_body, keyword, positional, string_value
 from distrun.convert.build import code_of, expression
 from distrun.convert.context import Context
 
-_OPENERS = frozenset({"open", "io.open", "codecs.open", "gzip.open", "bz2.open", "lzma.open"})
+_OPENERS = frozenset({"open", "io.open", "codecs.open", "gzip.open", "bz2.open", "lzma.open",
+                      "tarfile.open"})
+# A mode: `open`'s letters, then tarfile's compression (`"w:gz"`, `"r|*"`). Anything else
+# is not a mode (`tarfile.open("data.tar.gz")` read as a method's first argument).
+_MODE = re.compile(r"[rwxabtU+]{1,4}(?:[:|][a-z0-9*]*)?")
 
 
 def opens_for_writing(ctx: Context, call: cst.Call) -> bool:
@@ -44,7 +50,8 @@ def opens_for_writing(ctx: Context, call: cst.Call) -> bool:
 
 
 def _writes(text: str | None) -> bool:
-    return text is not None and any(c in text for c in "wax")
+    return text is not None and _MODE.fullmatch(text) is not None and any(
+        c in text.partition(":")[0].partition("|")[0] for c in "wax")
 
 
 def _parameter_writes(ctx: Context, call: cst.Call, param: str) -> bool:

@@ -223,6 +223,8 @@ _RULES: tuple[tuple[str, str], ...] = (
      "on rank 0 only, its result sent to every rank."),
     ("download.rank0_first", "Rank 0 downloads the dataset first; the others wait, then "
      "read the files."),
+    ("download.when_missing", "A file downloaded by hand when it is missing: rank 0 runs "
+     "that `if` first, the others then find the file."),
     ("rank0_values.broadcast", "A run name from the clock or a random id is rank 0's on "
      "every rank."),
     ("hazards.batchnorm", "BatchNorm statistics are per rank."),

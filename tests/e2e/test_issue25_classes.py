@@ -280,3 +280,38 @@ def test_a_download_by_hand_runs_on_rank_0_only(tmp_path: Path) -> None:
     assert two.returncode == 0, two.stdout + two.stderr
     assert (tmp_path / "data" / "data.npy").is_file()
     assert not (tmp_path / "data" / "data.tar.gz").exists()
+
+
+def test_a_download_at_the_top_of_the_script_when_missing_is_made_once(tmp_path: Path) -> None:
+    """A notebook's download cell as a script: `if not os.path.exists("data"):` download a
+    zip (here from a file:// URL), extract it, delete it. Converted, rank 0 runs the `if`
+    first, the others find the folder; the run trains like the original on one process
+    (before, every rank downloaded, extracted and deleted the same zip, silently: convert
+    said nothing)."""
+    import io
+    import zipfile
+
+    import numpy as np
+
+    from tests.e2e.test_corpus_equivalence import assert_same_checkpoint, run_single, run_two
+
+    buffer = io.BytesIO()
+    np.save(buffer, np.random.default_rng(0).random((64, 5)))
+    source = tmp_path / "source.zip"
+    with zipfile.ZipFile(source, "w") as archive:
+        archive.writestr("data.npy", buffer.getvalue())
+    fixture = ROOT / "tests/convert/fixtures/download/inline_when_missing.py"
+    single_dir, two_dir = tmp_path / "one", tmp_path / "two"
+    for folder in (single_dir, two_dir):
+        folder.mkdir()
+        (folder / "fetch.py").write_text(fixture.read_text())
+    converted = distrun("convert", "fetch.py", cwd=two_dir)
+    assert converted.returncode == 0, converted.stdout + converted.stderr
+    assert "download.when_missing" in converted.stdout
+    env = {"DATA_URL": source.as_uri()}
+    run_single(single_dir / "fetch.py", single_dir, env=env)
+    run_two(two_dir / "fetch_ddp.py", two_dir, env=env)
+    assert (two_dir / "data" / "data.npy").is_file()
+    assert not (two_dir / "data.zip").exists()
+    (two_dir / "single.pt").write_bytes((single_dir / "single.pt").read_bytes())
+    assert_same_checkpoint(two_dir)

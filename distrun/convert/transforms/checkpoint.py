@@ -87,7 +87,7 @@ def _plan_save(ctx: Context, call: cst.Call, name: str | None, done: _Done) -> N
     if after not in done.waits and cache:
         done.caches.add(after)
         done.waits.add(after)
-        _rank0_first(ctx, after, barrier)
+        rank0_runs_first(ctx, after, barrier)
         plan.change(after, "checkpoint.cache_first",
                     "rank 0 runs this `if` first (it finds no cache, makes it "
                     "and saves it), the other ranks wait, then load the cache")
@@ -119,7 +119,7 @@ def _plan_cache_write(ctx: Context, call: cst.Call, stmt: cst.CSTNode, done: _Do
     if made not in done.caches:
         done.caches.add(made)
         done.waits.add(made)
-        _rank0_first(ctx, made, ctx.target.barrier(ctx, at=call))
+        rank0_runs_first(ctx, made, ctx.target.barrier(ctx, at=call))
     ctx.plan.change(call, "checkpoint.cache_first",
                     f"`{facts.code(call.func)}(...)` writes a cache made when missing: rank "
                     f"0 runs the `if` of line {facts.line(made)} first (it finds no file, "
@@ -264,8 +264,12 @@ def _ends_in_return(node: cst.CSTNode) -> bool:
     return False
 
 
-def _rank0_first(ctx: Context, node: cst.CSTNode, barrier: str) -> None:
-    """Rank 0 runs `node` first; the others wait, then run it."""
+def rank0_runs_first(ctx: Context, node: cst.CSTNode, barrier: str) -> None:
+    """Rank 0 runs `node` first; the others wait, then run it (once, whichever transform
+    asks: a download and a cache write in the same branch)."""
+    if node in ctx.first_runs:
+        return
+    ctx.first_runs.add(node)
     first = ctx.target.main_process_first(ctx)
     if first is not None:
         def inside(old: cst.CSTNode) -> cst.CSTNode:
@@ -278,7 +282,7 @@ def _rank0_first(ctx: Context, node: cst.CSTNode, barrier: str) -> None:
         return
     rank = ctx.names.rank
     ctx.plan.insert_before(node, [statement(
-        f"if {rank} != 0:\n    {barrier}  # rank 0 makes the cache first\n")], lead=True)
+        f"if {rank} != 0:\n    {barrier}  # rank 0 runs the `if` first\n")], lead=True)
     ctx.plan.insert_after(node, [statement(f"if {rank} == 0:\n    {barrier}\n")])
 
 

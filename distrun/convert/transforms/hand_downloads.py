@@ -12,9 +12,16 @@ waiting for its result (`dist.broadcast_object_list`), which also means the file
 there when they go on. Several machines without a shared file system: only node 0 gets
 the files (said in the change).
 
-Won't: such a call in a loop, inside an expression, or when a module is imported (reported
-with the fix); a function that also loads what it fetched (`torch.load`,
-`load_state_dict`, `.to(device)`, a DataLoader): its result is not sent to the others.
+A fetch that is not in such a function (at the top of the script, in the training
+function, in a function that also loads what it fetched) but in the branch of an `if`
+taken when the file is missing (`if not os.path.exists(p): urlretrieve(url, p); extract;
+remove`): rank 0 runs that `if` first, the other ranks wait, then find the file and skip
+it (the same as a cache made when missing, checkpoint.py).
+
+Won't: such a call in a loop, inside an expression, or when a module is imported; a fetch
+on every rank outside a download function and outside an `if` of a missing file; a
+function that also loads what it fetched (`torch.load`, `load_state_dict`, `.to(device)`,
+a DataLoader), unless its fetch is under such an `if`: reported with the fix.
 """
 
 from __future__ import annotations
@@ -44,18 +51,11 @@ def run_hand_downloads_on_rank0(ctx: Context) -> None:
     fetching = [f for f in facts.function_defs if _fetches(ctx, f, 0)
                 and not trains(facts, f, flow=ctx.flow)]
     downloads = {id(f) for f in fetching if not _loads(ctx, f)}
-    for func in fetching:
-        if id(func) in downloads:
-            continue
-        for call in facts.calls_in(func):
-            if facts.call_name(call) in FETCHES:
-                ctx.plan.finding(call, "download.rank0_first",
-                                 f"`{facts.code(call.func)}(...)` downloads a file on every "
-                                 "rank at once, in a function that also loads it: the file "
-                                 "can be torn under another rank",
-                                 f"download on rank 0 first (`if {ctx.names.rank} == 0:` "
-                                 f"around it, then `{ctx.target.barrier(ctx, at=call)}`), "
-                                 "then load on every rank")
+    loading = {id(f) for f in fetching if id(f) not in downloads}
+    for call in facts.calls:
+        func = facts.function(call)
+        if facts.call_name(call) in FETCHES and (func is None or id(func) not in downloads):
+            _fetch_in_place(ctx, call, func is not None and id(func) in loading)
     for call in facts.calls:
         found = ctx.flow.callee(call)
         caller = facts.function(call)
@@ -84,6 +84,34 @@ def run_hand_downloads_on_rank0(ctx: Context) -> None:
                         f"rank 0 only (`{n.rank0_call}`), the other ranks waiting for its "
                         "result (on several machines without a shared file system, only "
                         "node 0 gets the files)")
+
+
+def _fetch_in_place(ctx: Context, call: cst.Call, loads: bool) -> None:
+    """A fetch that is not a download function's (at the top of the script, in the
+    training function, in a function that also loads): in the branch of an `if` taken
+    when the file is missing, rank 0 runs that `if` first, the others then find the
+    file; anywhere else, reported with the fix."""
+    from distrun.convert.transforms.checkpoint import made_when_missing, rank0_runs_first
+
+    facts = ctx.facts
+    made = made_when_missing(facts, facts.statement(call))
+    at_import = facts.function(call) is None and not facts.module_of(call).is_entry
+    shown = f"`{facts.code(call.func)}(...)`"
+    if made is None or at_import:
+        where = ", in a function that also loads it" if loads else ""
+        ctx.plan.finding(call, "download.rank0_first",
+                         f"{shown} downloads a file on every rank at once{where}: it can be "
+                         "torn or deleted under another rank",
+                         f"download on rank 0 first (`if {ctx.names.rank} == 0:` around the "
+                         f"download and its extraction, then `{ctx.target.barrier(ctx, at=call)}"
+                         "`), or only when the file is missing (`if not os.path.exists(...)"
+                         ":` around it: distrun makes rank 0 run that first)")
+        return
+    rank0_runs_first(ctx, made, ctx.target.barrier(ctx, at=call))
+    ctx.plan.change(call, "download.when_missing",
+                    f"{shown} downloads a file when it is missing: rank 0 runs the `if` of "
+                    f"line {facts.line(made)} first (it finds no file and downloads it), the "
+                    "other ranks wait, then find the file")
 
 
 # What a download function must not do to run on rank 0 alone, its result pickled to the
