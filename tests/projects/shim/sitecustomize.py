@@ -46,6 +46,9 @@ DISTRUN_SHIM_OLD_APIS=1     the APIs old tutorials call: DataLoader iterators' `
                             (torch < 1.13), `torch._utils._accumulate` (torch < 2.1),
                             `torch.load` unpickling any object (weights_only=False, < 2.6),
                             `np.Inf` / `np.NaN` / `np.float_` (NumPy 1.x).
+DISTRUN_SHIM_ZERO_DIM_INDEX=1
+                            `t[0]` of a 0-dim tensor is a copy of `t`, as in PyTorch 0.4
+                            (an IndexError since 0.5): `loss.data[0]` of 2018 scripts.
 DISTRUN_SHIM_SEED_BY_RANK=1 seeds as a real multi-process run of an unseeded script does:
                             rank 0 (and the original run) with 0 as usual, rank r > 0 with
                             1000 + r (`random`, `torch`, `numpy`): an unseeded random_split
@@ -154,6 +157,10 @@ def _after_torch(torch):
         from _distrun_shim import knobs
 
         knobs.no_workers(torch)
+    if os.environ.get("DISTRUN_SHIM_ZERO_DIM_INDEX") == "1":
+        from _distrun_shim import knobs
+
+        knobs.zero_dim_index(torch)
     # the loopback guard first: GPU_SCRIPT_ON_CPU's init_process_group (which moves a
     # one-process group to 127.0.0.1) then runs before it
     if os.environ.get("DISTRUN_SHIM_LOOPBACK_ONLY") == "1":

@@ -263,3 +263,18 @@ def old_numpy_names(numpy):
     for old, new in (("Inf", "inf"), ("NaN", "nan"), ("float_", "float64")):
         if old not in numpy.__dict__:
             setattr(numpy, old, getattr(numpy, new))
+
+
+def zero_dim_index(torch):
+    """`t[0]` of a 0-dim tensor gives a copy of `t`, as in PyTorch 0.4 (which warned; an
+    IndexError since 0.5): scripts of the PyTorch 0.3 era sum their loss with
+    `loss.data[0]` (facebookresearch/mixup-cifar10, 2018). Any other index, and any index
+    of a tensor with dimensions, goes to torch's own `__getitem__`."""
+    getitem = torch.Tensor.__getitem__
+
+    def getitem_as_in_0_4(self, index):
+        if type(index) is int and index == 0 and self.dim() == 0:
+            return self.clone()
+        return getitem(self, index)
+
+    torch.Tensor.__getitem__ = getitem_as_in_0_4
