@@ -92,6 +92,8 @@ _RULES: tuple[tuple[str, str], ...] = (
     ("data.iterable_dataset", "A DataLoader over an IterableDataset was not sharded."),
     ("data.mixed_helper", "A helper builds training and evaluation loaders: the training "
      "one is sharded where it is used."),
+    ("data.statistics_pass", "A DataLoader read only by a pass that does not train "
+     "(statistics of the data set) stays whole on every rank."),
     ("data.eval_unsharded", "An evaluation DataLoader stays whole: every rank evaluates "
      "the full set, so metrics are exact."),
     ("data.unknown_loader", "A DataLoader that may or may not feed training was left "

@@ -315,3 +315,19 @@ def test_a_download_at_the_top_of_the_script_when_missing_is_made_once(tmp_path:
     assert not (two_dir / "data.zip").exists()
     (two_dir / "single.pt").write_bytes((single_dir / "single.pt").read_bytes())
     assert_same_checkpoint(two_dir)
+
+
+def test_a_statistics_pass_over_a_shuffled_loader_stays_whole(tmp_path: Path) -> None:
+    """pytorch-cifar's get_mean_and_std: a loader that shuffles, read by a function that
+    never trains. Left whole, every rank normalises with the original's mean and std and
+    the run trains like the original (sharded, each rank's statistics were its half's)."""
+    from tests.e2e.test_corpus_equivalence import assert_same_checkpoint, run_single, run_two
+
+    script = tmp_path / "stats.py"
+    script.write_text((ROOT / "tests/convert/fixtures/data/statistics_pass.py").read_text())
+    converted = distrun("convert", "stats.py", cwd=tmp_path)
+    assert converted.returncode == 0, converted.stdout + converted.stderr
+    assert "[data.statistics_pass]" in converted.stdout
+    run_single(script, tmp_path)
+    run_two(tmp_path / "stats_ddp.py", tmp_path)
+    assert_same_checkpoint(tmp_path)

@@ -54,6 +54,7 @@ from distrun.convert.transforms.rebuild import (
     share_sampler,
 )
 from distrun.convert.transforms.splits import same_splits
+from distrun.convert.transforms.statistics_pass import statistics_pass
 
 _LOADER_PARAMS = [
     "dataset", "batch_size", "shuffle", "sampler", "batch_sampler", "num_workers",
@@ -104,6 +105,13 @@ def plan_data(ctx: Context) -> None:
             kind, why = classify(set(held.names), train_names, 0)
             auto_epoch, why = kind == "train", f"`{held.cls}` makes it, its objects bound to " \
                 f"{', '.join(f'`{n}`' for n in sorted(held.names))}: {why or 'not training'}"
+        if kind == "unknown" and statistics_pass(ctx, call, names):
+            plan.finding(call, "data.statistics_pass",
+                         "DataLoader read only by a pass that does not train (in "
+                         f"`{facts.function(call).name.value}`, which never steps an "  # type: ignore[union-attr]
+                         "optimizer): left whole, every rank computes it over all the data",
+                         severity="info")
+            continue
         if kind == "unknown" and _shuffles(facts, call):
             kind, auto_epoch = "train", True
             why = ("it shuffles: a training loader (an evaluation's order does not matter); "
