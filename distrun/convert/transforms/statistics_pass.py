@@ -40,6 +40,7 @@ def statistics_pass(ctx: Context, call: cst.Call, names: set[str]) -> bool:
         return False
     read: list[cst.Name] = []
     loops: list[cst.For] = []
+    generator: list[cst.Yield] = []  # its batches may go anywhere
 
     class Visit(cst.CSTVisitor):
         def visit_Name(self, node: cst.Name) -> None:
@@ -47,8 +48,7 @@ def statistics_pass(ctx: Context, call: cst.Call, names: set[str]) -> bool:
                 read.append(node)
 
         def visit_Yield(self, node: cst.Yield) -> None:
-            loops.clear()
-            read.append(target)  # a generator: its batches may go anywhere
+            generator.append(node)
 
         def visit_For(self, node: cst.For) -> None:
             iterated = unwrap_iter(facts, node.iter)
@@ -63,4 +63,4 @@ def statistics_pass(ctx: Context, call: cst.Call, names: set[str]) -> bool:
         measured = isinstance(holder, cst.Call) and dotted(holder.func) == "len"
         if id(node) not in iterated and not measured:
             return False
-    return bool(loops)
+    return bool(loops) and not generator
