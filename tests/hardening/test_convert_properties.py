@@ -323,7 +323,7 @@ def sprinkle_comments(draw: st.DrawFn, lines: list[str]) -> str:
     return "\n".join(out) + "\n"
 
 
-@settings(SETTINGS, max_examples=200)
+@settings(SETTINGS, max_examples=120)
 @given(source=training_scripts(), options=OPTIONS)
 def test_random_training_scripts(source: str, options: ConvertOptions) -> None:
     result = convert_and_check(source, options)
