@@ -53,6 +53,10 @@ DISTRUN_SHIM_SEED_BY_RANK=1 seeds as a real multi-process run of an unseeded scr
                             rank 0 (and the original run) with 0 as usual, rank r > 0 with
                             1000 + r (`random`, `torch`, `numpy`): an unseeded random_split
                             then differs between ranks, as it does for real.
+DISTRUN_SHIM_PATH_MAP=SRC=>DST
+                            a data folder hard-coded as an absolute path (SRC) is read from
+                            DST (relative: the working directory) by `open` (so torch.load),
+                            os.path.exists/isfile/isdir and os.listdir; `;` separates pairs.
 DISTRUN_SHIM_CAPTURE=PATH   at exit, on global rank 0 only, save {name: state_dict} of every
                             torch.nn.Module found among the globals of `__main__` (a DDP
                             wrapper is unwrapped by the harness, not by the script) to PATH:
@@ -79,6 +83,11 @@ if os.environ.get("DISTRUN_SHIM_SEED_BY_RANK") == "1":
     from _distrun_shim import knobs as _knobs
 
     _knobs.seed_by_rank()
+
+if os.environ.get("DISTRUN_SHIM_PATH_MAP"):
+    from _distrun_shim import knobs as _knobs
+
+    _knobs.path_map(os.environ["DISTRUN_SHIM_PATH_MAP"])
 
 _HOOKS: dict = {}
 

@@ -278,3 +278,42 @@ def zero_dim_index(torch):
         return getitem(self, index)
 
     torch.Tensor.__getitem__ = getitem_as_in_0_4
+
+
+def path_map(spec):
+    """A data folder hard-coded as an absolute path outside the run folder
+    (sgrvinod's HAN: `data_folder = '/media/ssd/han data'`) read from the run folder
+    instead: `SRC=>DST` pairs separated by `;`; a path given to `open` (hence
+    `torch.load`, `json.load(open(...))`), `os.path.exists`, `isfile`, `isdir` or
+    `os.listdir` that is SRC or starts with `SRC/` has SRC replaced by DST (a relative DST
+    is resolved against the working directory when the call is made). Nothing else is
+    touched: the script's own strings keep the absolute path."""
+    import builtins
+    import io
+
+    pairs = []
+    for item in spec.split(";"):
+        if "=>" in item:
+            src, dst = item.split("=>", 1)
+            pairs.append((src.rstrip("/"), dst.rstrip("/") or "."))
+
+    def mapped(path):
+        if isinstance(path, os.PathLike):
+            path = os.fspath(path)
+        if isinstance(path, str):
+            for src, dst in pairs:
+                if path == src or path.startswith(src + "/"):
+                    return dst + path[len(src):]
+        return path
+
+    def redirect(function):
+        def call(path, *args, **kwargs):
+            return function(mapped(path), *args, **kwargs)
+
+        call.__wrapped__ = function
+        return call
+
+    builtins.open = io.open = redirect(builtins.open)
+    for name in ("exists", "isfile", "isdir"):
+        setattr(os.path, name, redirect(getattr(os.path, name)))
+    os.listdir = redirect(os.listdir)
