@@ -172,6 +172,9 @@ class RandomResizedCrop:
         return functional.resize(img, self.size)
 
 
+RandomSizedCrop = RandomResizedCrop  # its name before torchvision 0.2.1 (2018 scripts)
+
+
 class InterpolationMode:
     NEAREST = "nearest"
     BILINEAR = "bilinear"
