@@ -245,6 +245,8 @@ def test_loaders_by_phase_shard_the_training_phase_only(tmp_path: Path) -> None:
     converted = distrun("convert", "phases.py", cwd=tmp_path)
     assert converted.returncode == 0, converted.stdout + converted.stderr
     assert "data.phase_loaders" in converted.stdout
+    # the batch_size is now each rank's: said in the closing note, as for other loaders
+    assert "\nbatch: each process reads batch_size samples per step" in converted.stdout
     two = distrun("launch", "--nproc-per-node", "2", "--check", "phases_ddp.py", cwd=tmp_path,
                   env={"BATCH_SIZE": "16", "OUT_PATH": "two.pt"})
     assert two.returncode == 0, two.stdout + two.stderr

@@ -135,3 +135,4 @@ def _rebuild_after(ctx: Context, line: cst.SimpleStatementLine, loader: str) -> 
                     f"one that trains, is rebuilt with `{call}` (each rank reads its own "
                     "part, a new shuffle at each pass); the others stay whole, so every rank "
                     "evaluates all of them and takes the same decisions")
+    ctx.plan.shards_batches(line)  # the closing "batch:" note: batch_size is now per rank
