@@ -230,6 +230,8 @@ _RULES: tuple[tuple[str, str], ...] = (
     ("rank0_values.broadcast", "A run name from the clock or a random id is rank 0's on "
      "every rank."),
     ("hazards.batchnorm", "BatchNorm statistics are per rank."),
+    ("hazards.batch_mix", "Samples mixed with others of their batch (mixup, CutMix) are "
+     "mixed within each rank's share."),
     ("hazards.full_batch", "LBFGS usually trains on the full batch: sharding changes its "
      "steps."),
     ("hazards.iterable_dataset", "An IterableDataset must shard itself in __iter__."),

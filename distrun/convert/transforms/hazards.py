@@ -3,7 +3,9 @@
 Finds: BatchNorm layers (SyncBatchNorm on GPU), IterableDataset (a DistributedSampler cannot shard
 it), CUDA_VISIBLE_DEVICES set inside the script, full-batch optimizers (LBFGS), parameters
 frozen before training and unfrozen during it (DDP syncs only the parameters that required
-grad when it was made: the unfrozen ones would train apart on each rank, an error).
+grad when it was made: the unfrozen ones would train apart on each rank, an error),
+samples mixed with others of their batch in the training code (mixup, CutMix: a
+`torch.randperm` of the batch indexing it; each rank mixes within its own share, info).
 Rewrites nothing.
 """
 
@@ -53,6 +55,69 @@ def plan_hazards(ctx: Context) -> None:
                              "would see the same GPUs", "remove it; torchrun gives each rank "
                              "its own LOCAL_RANK")
     _unfrozen_in_training(ctx)
+    _mixed_in_batch(ctx)
+
+
+def _mixed_in_batch(ctx: Context) -> None:
+    """`x[torch.randperm(n)]`, or `index = torch.randperm(n)` then `x[index]`, in a
+    training loop or in a function a training loop calls: each sample is mixed with
+    another of the same batch (mixup, CutMix), which under DDP is this rank's share."""
+    facts = ctx.facts
+    for call in facts.calls:
+        if facts.call_name(call) != "torch.randperm" or not _in_training(ctx, call):
+            continue
+        parent = facts.parent.get(call)
+        used = call if _indexes(facts, call) else None
+        if used is None and isinstance(parent, cst.Assign) and len(parent.targets) == 1 \
+                and isinstance(parent.targets[0].target, cst.Name):
+            name = parent.targets[0].target.value
+            scope = facts.function(call) or facts.module_of(call).module
+            used = next((n for n in _names_in(scope, name) if _indexes(facts, n)), None)
+        if used is None:
+            continue
+        ctx.plan.finding(used, "hazards.batch_mix",
+                         f"`{facts.code(_subscript(facts, used))}` pairs "
+                         "each sample with another of its batch (mixup, CutMix): under DDP "
+                         "each rank pairs only within its own share of the global batch "
+                         "(the usual practice, but not the single process's training number "
+                         "for number)", "to pair across the global batch, all_gather the "
+                         "inputs and targets first, mix, then keep this rank's rows",
+                         severity="info")
+
+
+def _in_training(ctx: Context, node: cst.CSTNode) -> bool:
+    """In a loop that trains, or in a function called from one."""
+    facts = ctx.facts
+    if any(trains(facts, loop.body, flow=ctx.flow) for loop in facts.enclosing_loops(node)):
+        return True
+    func = facts.function(node)
+    return func is not None and any(
+        any(trains(facts, loop.body, flow=ctx.flow) for loop in facts.enclosing_loops(site))
+        for site, _ in ctx.flow.call_sites(func))
+
+
+def _indexes(facts: Facts, node: cst.CSTNode) -> bool:
+    """`node` is (the first element of) the index of a subscript: `x[node]`, `x[node, :]`."""
+    element = facts.parent.get(facts.parent.get(node))  # type: ignore[arg-type]
+    holder = facts.parent.get(element)  # type: ignore[arg-type]
+    return isinstance(element, cst.SubscriptElement) and isinstance(holder, cst.Subscript) \
+        and holder.slice[0] is element
+
+
+def _subscript(facts: Facts, index: cst.CSTNode) -> cst.CSTNode:
+    return facts.parent[facts.parent[facts.parent[index]]]
+
+
+def _names_in(scope: cst.CSTNode, name: str) -> list[cst.Name]:
+    found: list[cst.Name] = []
+
+    class Visit(cst.CSTVisitor):
+        def visit_Name(self, node: cst.Name) -> None:
+            if node.value == name:
+                found.append(node)
+
+    scope.visit(Visit())
+    return found
 
 
 def _unfrozen_in_training(ctx: Context) -> None:
