@@ -67,7 +67,7 @@ def _mixed_in_batch(ctx: Context) -> None:
         if facts.call_name(call) != "torch.randperm" or not _in_training(ctx, call):
             continue
         parent = facts.parent.get(call)
-        used = call if _indexes(facts, call) else None
+        used: cst.CSTNode | None = call if _indexes(facts, call) else None
         if used is None and isinstance(parent, cst.Assign) and len(parent.targets) == 1 \
                 and isinstance(parent.targets[0].target, cst.Name):
             name = parent.targets[0].target.value
