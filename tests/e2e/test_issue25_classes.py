@@ -333,3 +333,32 @@ def test_a_statistics_pass_over_a_shuffled_loader_stays_whole(tmp_path: Path) ->
     run_single(script, tmp_path)
     run_two(tmp_path / "stats_ddp.py", tmp_path)
     assert_same_checkpoint(tmp_path)
+
+
+def test_a_helper_module_shared_with_another_entry_point_still_runs_there(
+        tmp_path: Path) -> None:
+    """han_text's shape: utils.py serves the training script (converted, with its modules,
+    in place) and a preprocessing script run alone before it (not converted). The saves of
+    utils.py are rank 0's, then every rank waits: in the preprocessing script, started
+    without a launcher, there is no process group and nobody to wait for (before:
+    "ValueError: Default process group has not been initialized"). Then the converted
+    training on 2 processes is the original's."""
+    import shutil
+
+    from tests.e2e.test_corpus_equivalence import assert_same_checkpoint, run_single, run_two
+
+    source = ROOT / "tests/convert/fixtures/project/helper_shared_with_prep/in"
+    single, two = tmp_path / "single", tmp_path / "two"
+    shutil.copytree(source, single)
+    shutil.copytree(source, two)
+    converted = distrun("convert", "train.py", "--in-place", "--no-backup", cwd=two)
+    assert converted.returncode == 0, converted.stdout + converted.stderr
+    assert "barrier_if_initialized()" in (two / "utils.py").read_text()
+    for folder in (single, two):
+        prepared = run_cmd([sys.executable, "prepare.py"], cwd=folder)
+        assert prepared.returncode == 0, prepared.stderr
+        assert (folder / "inputs" / "data.pt").is_file()
+    run_single(single / "train.py", single)
+    run_two(two / "train.py", two)
+    shutil.copy(single / "single.pt", two / "single.pt")
+    assert_same_checkpoint(two)

@@ -61,8 +61,16 @@ class TorchDistributed:
         return f"{code}.module"
 
     def barrier(self, ctx: Context, at: cst.CSTNode | None = None) -> str:
+        """`dist.barrier()`; in a module other than the entry, `barrier_if_initialized()`
+        (defined there): such a module is also imported by scripts started without a
+        launcher and without a process group (another entry point of the project, a
+        notebook, a test), where there is no other rank to wait for."""
         ctx.need("dist", at=at)
-        return f"{ctx.names.dist}.barrier()"
+        n = ctx.names
+        if at is None or ctx.facts.module_of(at).is_entry:
+            return f"{n.dist}.barrier()"
+        ctx.define_helper("barrier", at, _BARRIER.format(name=n.barrier, dist=n.dist))
+        return f"{n.barrier}()"
 
     def all_reduce_sum(self, ctx: Context, holder: str, at: cst.CSTNode) -> str:
         ctx.need("torch", "dist", at=at)
@@ -176,3 +184,13 @@ def in_module_class(ctx: Context, anchor: cst.CSTNode) -> bool:
             return True
         cls = ctx.flow.base_class(cls)
     return False
+
+
+_BARRIER = '''
+
+def {name}():
+    """distrun: every rank waits here for the others; nothing to wait for in a process
+    started without a launcher (no process group: a script importing this module)."""
+    if {dist}.is_initialized():
+        {dist}.barrier()
+'''

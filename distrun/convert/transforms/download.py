@@ -40,7 +40,8 @@ def plan_downloads(ctx: Context) -> None:
                              "every rank downloads the dataset at once: "
                              "files can be corrupted", f"download on rank 0 first: "
                              f"`if {n.rank} == 0: <dataset with download=True>`, then "
-                             f"`{n.dist}.barrier()`, then build it with download=False on "
+                             f"`{ctx.target.barrier(ctx, at=call)}`, then build it with "
+                             "download=False on "
                              "every rank")
             continue
         small = stmt.body[0]
@@ -48,10 +49,11 @@ def plan_downloads(ctx: Context) -> None:
         if first is not None:
             ctx.plan.rewrite(stmt, _inside(first))
         else:
+            barrier = ctx.target.barrier(ctx, at=call)
             ctx.plan.insert_before(stmt, [statement(
-                f"if {n.rank} != 0:\n    {n.dist}.barrier()  # rank 0 downloads first\n")],
+                f"if {n.rank} != 0:\n    {barrier}  # rank 0 downloads first\n")],
                 lead=True)
-            after = f"if {n.rank} == 0:\n    {n.dist}.barrier()\n"
+            after = f"if {n.rank} == 0:\n    {barrier}\n"
             if isinstance(small, cst.Return) and small.value is not None:
                 # the barrier must run before the return: the value is kept in a name
                 name = ctx.names.fresh("dataset")
