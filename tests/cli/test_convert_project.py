@@ -107,7 +107,8 @@ def test_default_is_a_converted_copy_of_the_folder(proj: Path) -> None:
     # changed: the entry (setup, DDP, sharding by the helper...) and utils (sampler, rank 0)
     assert copied["train.py"] != before["train.py"]
     assert copied["utils.py"] != before["utils.py"]
-    assert b"DistributedSampler(data, shuffle=shuffle)" in copied["utils.py"]
+    assert (b"DistributedSampler(data, shuffle=shuffle, num_replicas=WORLD_SIZE, rank=RANK)"
+            in copied["utils.py"])
     assert b"if RANK == 0:" in copied["utils.py"]
     assert b"init_process_group" not in copied["utils.py"]  # only the entry starts the group
     # untouched: what needs no change is copied byte for byte

@@ -340,7 +340,8 @@ def test_a_helper_module_shared_with_another_entry_point_still_runs_there(
     """han_text's shape: utils.py serves the training script (converted, with its modules,
     in place) and a preprocessing script run alone before it (not converted). The saves of
     utils.py are rank 0's, then every rank waits: in the preprocessing script, started
-    without a launcher, there is no process group and nobody to wait for (before:
+    without a launcher, there is no process group and nobody to wait for, and the loader
+    helper's DistributedSampler is told the world from the environment (before, both:
     "ValueError: Default process group has not been initialized"). Then the converted
     training on 2 processes is the original's."""
     import shutil
@@ -358,6 +359,7 @@ def test_a_helper_module_shared_with_another_entry_point_still_runs_there(
         prepared = run_cmd([sys.executable, "prepare.py"], cwd=folder)
         assert prepared.returncode == 0, prepared.stderr
         assert (folder / "inputs" / "data.pt").is_file()
+        assert prepared.stdout.split() == ["64", "samples"]  # the whole set, one process
     run_single(single / "train.py", single)
     run_two(two / "train.py", two)
     shutil.copy(single / "single.pt", two / "single.pt")

@@ -239,11 +239,16 @@ def _add_sampler(ctx: Context, call: cst.Call, why: str, auto_epoch: bool = Fals
         shuffle = f'{source}.get("shuffle", False)'
     else:
         shuffle = "False"
+    # In a module other than the entry, the sampler is told the world (from the
+    # environment): another entry point importing the module without a process group
+    # (an evaluation script) still gets its loader, whole.
+    place = "" if facts.module_of(call).is_entry else \
+        f", num_replicas={ctx.names.world_size}, rank={ctx.names.rank}"
     if auto_epoch:
-        sampler = f"{ctx.names.auto_epoch}({ds_code}, shuffle={shuffle})"
+        sampler = f"{ctx.names.auto_epoch}({ds_code}, shuffle={shuffle}{place})"
         ctx.define_helper("auto_epoch", call, auto_epoch_code(ctx.names))
     else:
-        sampler = f"{ctx.names.sampler}({ds_code}, shuffle={shuffle})"
+        sampler = f"{ctx.names.sampler}({ds_code}, shuffle={shuffle}{place})"
     ctx.need("sampler", at=call)
     plan.rewrite(call, _rebuild_loader(sampler))
     plan.change(call, "data.sampler",
