@@ -5,6 +5,7 @@ holds the other renderings and re-exports these).
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING
 
 from distrun.cli.term import paint
@@ -130,6 +131,7 @@ def _failed_lines(result: RunResult, spec: LaunchSpec) -> list[str]:
                 lines.append(f"    log: {log}")
             lines += _lost_peer_lines(failure.error, spec)
             lines += _missing_gpu_lines(failure.error, failure.local_rank, spec)
+            lines += _unused_parameter_lines(failure.error)
         elif failure.error and failure.cause == "also failed":  # its own error, in brief
             lines.append(f"    | {failure.error.splitlines()[-1]}")
     lines += _ended_early_lines(result, "exit code 0 while the others still ran "
@@ -187,6 +189,23 @@ def _lost_peer_lines(error: str, spec: LaunchSpec) -> list[str]:
 
 
 _NO_SUCH_GPU = ("invalid device ordinal", "Duplicate GPU detected")
+
+
+_UNUSED = re.compile(r"Parameter indices which did not receive grad for rank \d+: ([\d ]+)")
+
+
+def _unused_parameter_lines(error: str) -> list[str]:
+    """DDP's error at the step after one where some parameters got no gradient (layers
+    built and never called, outputs that do not reach the loss)."""
+    if "Expected to have finished reduction in the prior iteration" not in error:
+        return []
+    found = _UNUSED.search(error)
+    which = f" (parameters {found[1].strip()} of the model, in the order of " \
+        "`model.parameters()`)" if found else ""
+    return [f"  hint: some parameters got no gradient in a step{which}: a layer built "
+            "but not used in forward, or an output that does not reach the loss. Pass "
+            "`find_unused_parameters=True` to DistributedDataParallel(...) (it costs a "
+            "pass over the graph each step), or remove what is unused"]
 
 
 def _missing_gpu_lines(error: str, local_rank: int, spec: LaunchSpec) -> list[str]:

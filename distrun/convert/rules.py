@@ -104,6 +104,8 @@ _RULES: tuple[tuple[str, str], ...] = (
     ("data.progress", "Progress counted against the whole dataset ends near "
      "1/WORLD_SIZE of it."),
     # -- model --------------------------------------------------------------------
+    ("model.find_unused", "A layer the model builds and never uses: DDP is made with "
+     "find_unused_parameters=True."),
     ("model.wrap", "The model's wrapper (DDP object, accelerate's, DeepSpeed engine) is "
      "made after the model is built."),
     ("model.forward", "A training forward pass calls the wrapper, so gradients are "

@@ -66,6 +66,26 @@ while not all((here / f"ready{r}").exists() for r in (0, 1)):
 own_error()
 """
 
+# A DDP model with a layer built and never called: DDP's error at the second step.
+UNUSED_LAYER = """\
+import torch, torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel as DDP
+dist.init_process_group("gloo")
+class Net(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.used = torch.nn.Linear(4, 1)
+        self.spare = torch.nn.Linear(4, 4)
+    def forward(self, x):
+        return self.used(x)
+model = DDP(Net())
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+for step in range(3):
+    optimizer.zero_grad()
+    model(torch.ones(2, 4)).sum().backward()
+    optimizer.step()
+"""
+
 # Silent, and using no CPU, for longer than --timeout before its first line: start-up
 # (a data set read over the network, imports from a cold disk), not a hang.
 SLOW_SILENT_START = """\
@@ -194,6 +214,17 @@ def test_a_rank_killed_while_exiting_from_its_own_error_is_said_to_have_failed()
             "exited [also failed]") in text, text
     assert "    | ValueError: mine" in text
     assert "rank 2 (local rank 2) on h: killed by SIGTERM [also stopped]" in text, text
+
+
+@pytest.mark.e2e
+def test_parameters_without_gradients_get_the_find_unused_parameters_hint(
+        tmp_path: Path) -> None:
+    write(tmp_path, "unused.py", UNUSED_LAYER)
+    result = distrun("launch", "--nproc-per-node", "2", "unused.py", cwd=tmp_path)
+    assert result.returncode == 1, result.stderr
+    assert "hint: some parameters got no gradient in a step (parameters 2 3 of the model" \
+        in result.stderr, result.stderr
+    assert "find_unused_parameters=True" in result.stderr
 
 
 @pytest.mark.e2e

@@ -20,6 +20,7 @@ from distrun.convert.build import statement
 from distrun.convert.context import Context, Wrapping, WrapSite
 from distrun.convert.options import Target as TargetName
 from distrun.convert.targets.base import TorchDistributed, in_module_class
+from distrun.convert.unused_layers import unused_layers
 
 
 class DDP(TorchDistributed):
@@ -29,8 +30,16 @@ class DDP(TorchDistributed):
         n = ctx.names
         inner = site.model_code if site.moved else f"{site.model_code}.to({n.device})"
         ctx.need("ddp", at=site.anchor)
+        unused = unused_layers(ctx, site.model)
         made = (f"{n.ddp}({inner}, device_ids=[{n.local_rank}] "
-                "if torch.cuda.is_available() else None)")
+                "if torch.cuda.is_available() else None"
+                f"{', find_unused_parameters=True' if unused else ''})")
+        for layer, line in unused:
+            ctx.plan.change(line, "model.find_unused",
+                            f"`{layer}` is built and never used: its parameters get no "
+                            f"gradient, so `{site.wrapper}` is made with "
+                            "find_unused_parameters=True (else DDP stops every rank at the "
+                            "second step); remove the layer to spare DDP that search")
         attribute = site.wrapper.removeprefix("self.")
         if attribute != site.wrapper and attribute.isidentifier() and in_module_class(
                 ctx, site.anchor):
