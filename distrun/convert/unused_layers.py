@@ -48,7 +48,9 @@ def unused_layers(ctx: Context, model: Model) -> list[tuple[str, cst.CSTNode]]:
 
 
 def _family(ctx: Context, cls: cst.ClassDef) -> list[cst.ClassDef]:
-    members, current, seen = [], cls, set()
+    members: list[cst.ClassDef] = []
+    current: cst.ClassDef | None = cls
+    seen: set[int] = set()
     while current is not None and id(current) not in seen:
         seen.add(id(current))
         members.append(current)
@@ -58,7 +60,7 @@ def _family(ctx: Context, cls: cst.ClassDef) -> list[cst.ClassDef]:
 
 def _layers_set(ctx: Context, init: cst.FunctionDef) -> list[tuple[str, cst.CSTNode]]:
     """`self.x = nn.Layer(...)` (a torch.nn class, or a class of the project) in `init`."""
-    found = []
+    found: list[tuple[str, cst.CSTNode]] = []
     for line in init.body.body:
         small = line.body[0] if isinstance(line, cst.SimpleStatementLine) and len(
             line.body) == 1 else None
