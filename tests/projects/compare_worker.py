@@ -54,7 +54,13 @@ def compare(job: dict[str, Any]) -> int:
     sys.argv = list(job["argv"])
     failures: list[str] = []
 
-    def state_dict_of(path: str, key: str | None) -> dict[str, Any] | None:
+    def state_dict_of(path: str, key: str | None, main_module: str | None = None
+                      ) -> dict[str, Any] | None:
+        if main_module:  # classes the entry pickled as `__main__.NAME` (run as a script)
+            main, found = sys.modules["__main__"], importlib.import_module(main_module)
+            for name, value in vars(found).items():
+                if isinstance(value, type) and not hasattr(main, name):
+                    setattr(main, name, value)
         try:
             obj = torch.load(path, map_location="cpu", weights_only=False)
         except Exception as e:  # noqa: BLE001 (the message is the result)
@@ -83,7 +89,9 @@ def compare(job: dict[str, Any]) -> int:
         if not orig_path or not conv_path:
             continue
         key = ckpt.get("key")
-        expected, got = state_dict_of(orig_path, key), state_dict_of(conv_path, key)
+        main_module = ckpt.get("main_module")
+        expected = state_dict_of(orig_path, key, main_module)
+        got = state_dict_of(conv_path, key, main_module)
         if expected is None or got is None:
             continue
         for drop in ckpt.get("drop_keys", []):

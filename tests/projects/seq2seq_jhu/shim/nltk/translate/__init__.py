@@ -1,0 +1,1 @@
+"""nltk.translate: only bleu_score (see nltk/__init__.py)."""
