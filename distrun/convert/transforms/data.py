@@ -30,7 +30,6 @@ from distrun.convert.idioms import (
     ITERABLE_DATASET,
     origin_names,
     train_loops,
-    trains,
     unwrap_iter,
 )
 from distrun.convert.object_flow import Place
@@ -52,6 +51,10 @@ from distrun.convert.transforms.rebuild import (
     rebuild_unseen_loaders,
     sampler_made,
     share_sampler,
+)
+from distrun.convert.transforms.shard_readers import (
+    measured_on_training_data,
+    progress_of_the_whole,
 )
 from distrun.convert.transforms.splits import same_splits
 from distrun.convert.transforms.statistics_pass import statistics_pass
@@ -156,8 +159,8 @@ def plan_data(ctx: Context) -> None:
             place_set_epoch(ctx, tl.loop, tl.loader, facts.scope(tl.loop), 0, placed)
     if not ctx.target.loaders_count_epochs:
         set_epoch_on_new_iterators(ctx, epoched)
-    _measured_on_training_data(ctx, sharded)
-    _progress_of_the_whole(ctx, sharded)
+    measured_on_training_data(ctx, sharded)
+    progress_of_the_whole(ctx, sharded)
 
 
 TRANSFORM = Transform("data", plan_data)
@@ -353,52 +356,3 @@ def _rebuild_loader(sampler: str) -> Rewrite:
         return node.with_changes(args=with_commas(args))
 
     return rewrite
-
-
-def _measured_on_training_data(ctx: Context, sharded: set[str]) -> None:
-    """A sharded training loader handed to a function that does not train (an accuracy
-    check): it now sees each rank's part only, and says it measured the whole."""
-    facts = ctx.facts
-    for call in facts.calls:
-        found = ctx.flow.callee(call)
-        if found is None or trains(facts, found[0], flow=ctx.flow):
-            continue
-        func, is_method = found
-        for arg in call.args:
-            code = dotted(arg.value)
-            if code is None or not origin_names(facts, code, facts.scope(call)) & sharded:
-                continue
-            param = facts.param_for(call, func, is_method, code)
-            if param is None or not any(
-                    dotted(unwrap_iter(facts, loop.iter)) == param and facts.inside(loop, func)
-                    for loop in facts.for_loops):
-                continue  # not iterated there (a trainer keeping it for later)
-            name = found[0].name.value
-            ctx.plan.finding(call, "data.measured_on_shard",
-                             f"`{name}()` reads the training loader `{code}`, "
-                             "now sharded: on each rank it measures 1/WORLD_SIZE of the "
-                             "training set (and what it divides by may still be the whole)",
-                             f"give `{name}()` a DataLoader over the same dataset without the "
-                             "sampler, or all-reduce its sums (`dist.all_reduce`)")
-
-
-def _progress_of_the_whole(ctx: Context, sharded: set[str]) -> None:
-    """`print(f"[{i * len(x)}/{len(loader.dataset)}]")` on a sharded loader: each rank
-    reads 1/WORLD_SIZE of the dataset, so the progress ends at that fraction."""
-    facts = ctx.facts
-    for call in facts.calls:
-        if facts.call_name(call) != "len" or len(call.args) != 1:
-            continue
-        value = call.args[0].value
-        if not (isinstance(value, cst.Attribute) and value.attr.value == "dataset"):
-            continue
-        code = dotted(value.value)
-        if code is None or not origin_names(facts, code, facts.scope(call)) & sharded:
-            continue
-        if any(isinstance(a, cst.Call) and facts.call_name(a) == "print"
-               for a in facts.ancestors(call)):
-            ctx.plan.finding(call, "data.progress", f"this progress counts against the whole "
-                             f"`{code}.dataset`, but each rank now reads 1/WORLD_SIZE of it: "
-                             "it ends near 1/WORLD_SIZE of the total",
-                             f"count against `len({code}.sampler)`, this rank's share",
-                             severity="info")
