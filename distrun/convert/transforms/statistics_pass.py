@@ -9,12 +9,15 @@
 
 A loader whose use is not followed is taken for a training loader when it shuffles; this
 one is made, read and dropped in a function that never trains (no backward, no optimizer
-step, in it or in what it calls): a statistics pass. Sharded, each rank would sum its
+step, in it or in what it calls; no method of an object it cannot follow named like a
+training step, `trainer.train_step(batch)`): a statistics pass. Sharded, each rank would sum its
 share and divide by the whole set's size, silently; left whole, every rank computes the
 original's values. Said in the report (info).
 """
 
 from __future__ import annotations
+
+import re
 
 import libcst as cst
 
@@ -63,4 +66,19 @@ def statistics_pass(ctx: Context, call: cst.Call, names: set[str]) -> bool:
         measured = isinstance(holder, cst.Call) and dotted(holder.func) == "len"
         if id(node) not in iterated and not measured:
             return False
-    return bool(loops) and not generator
+    return bool(loops) and not generator and not any(_may_train(ctx, loop) for loop in loops)
+
+
+# Methods of objects the analysis cannot follow (a library's trainer or engine) that may
+# run a training step: a loop calling one is not a statistics pass (sharded as before).
+_TRAINING_VERBS = re.compile(r"(^|_)(step|steps|train|fit|update|backward|optimi[sz]e|learn)"
+                             r"($|_)")
+
+
+def _may_train(ctx: Context, loop: cst.For) -> bool:
+    for call in ctx.facts.calls_in(loop.body):
+        method = call.func.attr.value if isinstance(call.func, cst.Attribute) else (
+            call.func.value if isinstance(call.func, cst.Name) else "")
+        if ctx.flow.callee(call) is None and _TRAINING_VERBS.search(method):
+            return True
+    return False
