@@ -8,7 +8,7 @@ a script unchanged), `verify` (checks of the converted text) and `notebook` (a
 notebook's cells). `Plan.change` and
 `Plan.finding` refuse an id that is not here; a test fails on an id used in the code and
 not registered, registered and never used, or registered twice. `docs/rules.md` is
-generated from this table (`python -m distrun.convert.rules > docs/rules.md`).
+generated from this table (`python -m distrun.convert.rules_page > docs/rules.md`).
 
 Importing this module costs nothing: no libcst, no torch.
 """
@@ -378,28 +378,3 @@ def check(rule_id: str) -> str:
     if rule_id not in RULES:
         raise KeyError(f"rule id {rule_id!r} is not registered in distrun/convert/rules.py")
     return rule_id
-
-
-def markdown() -> str:
-    """The rule reference page (docs/rules.md), one section per family."""
-    lines = ["# Rule reference", "",
-             "Every change and finding of `distrun convert`'s report carries one of these "
-             "ids (the JSON report's `rule`). The family is the part of the conversion "
-             "that applies it. Generated from `distrun/convert/rules.py`.", ""]
-    family = ""
-    for rule in RULES.values():
-        head = rule.id.split(".", 1)[0]
-        if head != family:
-            family = head
-            lines += [f"## {family}", "", "| id | what it does or reports |", "|---|---|"]
-        blocks = " **Blocks the conversion** (exit 4) unless `--partial`." if rule.blocks \
-            else ""
-        lines.append(f"| `{rule.id}` | {rule.summary}{blocks} |")
-        nxt = list(RULES).index(rule.id) + 1
-        if nxt == len(RULES) or list(RULES)[nxt].split(".", 1)[0] != family:
-            lines.append("")
-    return "\n".join(lines)
-
-
-if __name__ == "__main__":
-    print(markdown(), end="")

@@ -9,7 +9,7 @@ import ast
 import libcst as cst
 import pytest
 
-from distrun.convert import rules
+from distrun.convert import rules, rules_page
 from distrun.convert.analysis import Facts
 from distrun.convert.edits import Plan
 from distrun.convert.targets import TARGETS
@@ -111,7 +111,7 @@ def test_an_unregistered_id_is_refused_where_it_is_reported() -> None:
 
 def test_the_rule_reference_page_is_the_registry() -> None:
     page = ROOT / "docs" / "rules.md"
-    assert page.read_text() == rules.markdown(), \
-        "regenerate: python -m distrun.convert.rules > docs/rules.md"
+    assert page.read_text() == rules_page.markdown(), \
+        "regenerate: python -m distrun.convert.rules_page > docs/rules.md"
     for rule_id in rules.RULES:
         assert f"`{rule_id}`" in page.read_text()
