@@ -99,13 +99,15 @@ _RULES: tuple[tuple[str, str], ...] = (
     ("data.unknown_loader", "A DataLoader that may or may not feed training was left "
      "unsharded."),
     ("data.no_loader", "No DataLoader found: batches built by hand are not sharded."),
+    ("data.random_draws", "Each step draws its samples at random (no DataLoader): the "
+     "generator is reseeded by rank before the loop, so each rank draws its own."),
     ("data.measured_on_shard", "A function that measures on the training loader now sees "
      "one rank's share."),
     ("data.progress", "Progress counted against the whole dataset ends near "
      "1/WORLD_SIZE of it."),
     # -- model --------------------------------------------------------------------
-    ("model.find_unused", "A layer the model builds and never uses: DDP is made with "
-     "find_unused_parameters=True."),
+    ("model.find_unused", "A layer the model builds and never uses, or whose output no "
+     "kept value depends on: DDP is made with find_unused_parameters=True."),
     ("model.wrap", "The model's wrapper (DDP object, accelerate's, DeepSpeed engine) is "
      "made after the model is built."),
     ("model.forward", "A training forward pass calls the wrapper, so gradients are "

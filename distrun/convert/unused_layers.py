@@ -10,11 +10,13 @@ DDP expects a gradient for every parameter at every step: the first step goes th
 the second stops on every rank with "Expected to have finished reduction in the prior
 iteration ... Parameter indices which did not receive grad". A layer set on `self` in
 the model class's `__init__` (or a class it derives from) and read nowhere else in the
-family's methods gets none: the wrap passes `find_unused_parameters=True`, said with the
-layer's line. Only what is certain counts: a class that reaches its attributes by name
-(`getattr(self, ...)`, `self.__dict__`, `self.children()`, `self.modules()`, `setattr`) is
-left alone. A layer called but whose output never reaches the loss is not seen here;
-launch's report gives the hint when DDP stops on it.
+family's methods gets none, nor does one `forward` calls without its output reaching what
+the training calls keep (dead_outputs.py): the wrap passes `find_unused_parameters=True`,
+said with the layer's line. Only what is certain counts: a class that reaches its
+attributes by name (`getattr(self, ...)`, `self.__dict__`, `self.children()`,
+`self.modules()`, `setattr`) is left alone. A layer whose output is dropped further away
+(in a function the forward's result goes through) is not seen here; launch's report gives
+the hint when DDP stops on it.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import libcst as cst
 
 from distrun.convert.analysis import dotted
 from distrun.convert.context import Context
+from distrun.convert.dead_outputs import kept_positions, live_attributes
 from distrun.convert.models import Model
 
 _BY_NAME = frozenset({"getattr", "setattr", "hasattr", "vars"})
@@ -30,20 +33,26 @@ _WALKS = frozenset({"children", "modules", "named_children", "named_modules", "_
                     "_modules"})
 
 
-def unused_layers(ctx: Context, model: Model) -> list[tuple[str, cst.CSTNode]]:
-    """(`Class.attribute`, the assignment) of each layer the model's classes build in
-    `__init__` and never read."""
-    found: list[tuple[str, cst.CSTNode]] = []
+def unused_layers(ctx: Context, model: Model) -> list[tuple[str, cst.CSTNode, bool]]:
+    """(`Class.attribute`, the assignment, whether forward calls it) of each layer the
+    model's classes build in `__init__` and never read, or read in `forward` only where
+    no kept output depends on it."""
+    found: list[tuple[str, cst.CSTNode, bool]] = []
+    kept = kept_positions(model.forwards, ctx.facts.parent)
     for cls in sorted(ctx.flow.instances(model.place), key=lambda c: ctx.facts.line(c)):
         family = _family(ctx, cls)
         if any(_by_name(ctx, member) for member in family):
             continue
-        read = set().union(*(_read(member) for member in family))
+        forward = next((f for f in (ctx.facts.method(m, "forward") for m in family)
+                        if f is not None), None)
+        read = set().union(*(_read(member, forward) for member in family))
+        live = live_attributes(forward, kept) if forward is not None else set()
         for member in family:
             init = ctx.facts.method(member, "__init__")
             for attr, node in _layers_set(ctx, init) if init is not None else []:
-                if attr not in read:
-                    found.append((f"{member.name.value}.{attr}", node))
+                if attr not in read and attr not in live:
+                    called = forward is not None and attr in _read(forward, None)
+                    found.append((f"{member.name.value}.{attr}", node, called))
     return found
 
 
@@ -79,13 +88,16 @@ def _layers_set(ctx: Context, init: cst.FunctionDef) -> list[tuple[str, cst.CSTN
     return found
 
 
-def _read(cls: cst.ClassDef) -> set[str]:
-    """The attributes of `self` read anywhere in the class (an assignment's target is not
-    a read)."""
+def _read(cls: cst.ClassDef | cst.FunctionDef, forward: cst.FunctionDef | None) -> set[str]:
+    """The attributes of `self` read anywhere in the class but in `forward` (an
+    assignment's target is not a read)."""
     read: set[str] = set()
     targets: set[int] = set()
 
     class Visit(cst.CSTVisitor):
+        def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+            return node is not forward
+
         def visit_AssignTarget(self, node: cst.AssignTarget) -> None:
             targets.add(id(node.target))
 

@@ -364,21 +364,3 @@ def test_a_helper_module_shared_with_another_entry_point_still_runs_there(
     run_two(two / "train.py", two)
     shutil.copy(single / "single.pt", two / "single.pt")
     assert_same_checkpoint(two)
-
-
-def test_a_layer_built_and_never_used_does_not_stop_ddp(tmp_path: Path) -> None:
-    """A layer the model builds and never calls gets no gradient: DDP stops every rank at
-    the second step ("Expected to have finished reduction in the prior iteration").
-    Converted, the DDP object is made with find_unused_parameters=True, and the run is
-    the original's."""
-    from tests.e2e.test_corpus_equivalence import assert_same_checkpoint, run_single, run_two
-
-    script = tmp_path / "spare.py"
-    script.write_text((ROOT / "tests/convert/fixtures/model/unused_layer.py").read_text())
-    converted = distrun("convert", "spare.py", cwd=tmp_path)
-    assert converted.returncode == 0, converted.stdout + converted.stderr
-    assert "spare.py:15: model.find_unused: `Net.spare` is built and never used" \
-        in converted.stdout, converted.stdout
-    run_single(script, tmp_path)
-    run_two(tmp_path / "spare_ddp.py", tmp_path)
-    assert_same_checkpoint(tmp_path)

@@ -34,9 +34,11 @@ class DDP(TorchDistributed):
         made = (f"{n.ddp}({inner}, device_ids=[{n.local_rank}] "
                 "if torch.cuda.is_available() else None"
                 f"{', find_unused_parameters=True' if unused else ''})")
-        for layer, line in unused:
+        for layer, line, called in unused:
+            how = ("is called in `forward`, but no output the training keeps depends on it"
+                   if called else "is built and never used")
             ctx.plan.change(line, "model.find_unused",
-                            f"`{layer}` is built and never used: its parameters get no "
+                            f"`{layer}` {how}: its parameters get no "
                             f"gradient, so `{site.wrapper}` is made with "
                             "find_unused_parameters=True (else DDP stops every rank at the "
                             "second step); remove the layer to spare DDP that search")

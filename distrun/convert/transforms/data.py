@@ -45,6 +45,7 @@ from distrun.convert.transforms.loader_names import (
     reached_names,
 )
 from distrun.convert.transforms.phase_loaders import shard_phase_loaders
+from distrun.convert.transforms.random_draws import share_random_draws
 from distrun.convert.transforms.rebuild import (
     auto_epoch_code,
     draw_per_rank,
@@ -146,7 +147,7 @@ def plan_data(ctx: Context) -> None:
     rebuilt = rebuild_unseen_loaders(ctx, loops, built)
     sharded, epoched = sharded | rebuilt, epoched | rebuilt
     hand_made = share_hand_made(ctx, sharded)
-    if not loaders and not sharded and not hand_made:
+    if not loaders and not sharded and not hand_made and not share_random_draws(ctx):
         plan.finding(None, "data.no_loader",
                      "no DataLoader found: batches seem to be built by hand, "
                      "so every rank would train on the same data",

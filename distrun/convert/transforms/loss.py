@@ -10,6 +10,8 @@ scaled back:
     scaler.scale(loss).backward()     ->  scaler.scale((loss * WORLD_SIZE)).backward()
     accelerator.backward(loss)        ->  accelerator.backward((loss * WORLD_SIZE))
 
+A loss added up by hand over the batch's samples (`for i in range(batch_size): loss +=
+criterion(out[i], y[i])`) is a sum too; one added up over positions or steps is not.
 The loss itself (what is printed or logged) is left as it is: each rank's own sum.
 """
 
@@ -17,7 +19,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from distrun.convert.analysis import Facts, dotted, keyword, string_value
+from distrun.convert.analysis import Facts, Scope, dotted, keyword, string_value
 from distrun.convert.build import code_of, expression
 from distrun.convert.context import Context, Transform
 from distrun.convert.idioms import is_backward
@@ -40,7 +42,7 @@ def plan_sum_losses(ctx: Context) -> None:
         ctx.plan.rewrite(loss, lambda n: expression(f"({code_of(n)} * {world})"))
         where = f"{facts.module_of(found).path}:{facts.line(found)}"
         ctx.plan.change(call, "loss.sum_reduction",
-                        f"`{name}` sums over the batch (`{facts.code(found)}` at "
+                        f"`{name}` sums over the batch (`{' '.join(facts.code(found).split())}` at "
                         f"{where}): its backward is scaled by {world}, since DDP averages the "
                         "ranks' gradients (each step stays the single process's)")
 
@@ -59,7 +61,40 @@ def _sum_reduction(ctx: Context, backward: cst.Call, loss: str) -> cst.Call | No
         found = sums_in(ctx, value, 0)
         if found is not None:
             return found
+    return _summed_by_hand(ctx, scope, loss)
+
+
+def _summed_by_hand(ctx: Context, scope: Scope, loss: str) -> cst.Call | None:
+    """`loss += criterion(out[i], y[i])` in a loop over the batch's samples
+    (`for i in range(batch_size)`): the call added up, if the backward's loss is one."""
+    facts = ctx.facts
+    for loop in facts.for_loops:
+        if facts.scope(loop) is not scope or not _over_the_batch(facts, loop):
+            continue
+        for node in _aug_adds(loop.body):
+            if dotted(node.target) == loss and isinstance(node.value, cst.Call):
+                return node.value
     return None
+
+
+def _over_the_batch(facts: Facts, loop: cst.For) -> bool:
+    """`range(batch_size)`, `range(len(batch))`, `range(args.batch_size)`: a name that says
+    batch (not a sequence's positions, whose sum is the same on every rank)."""
+    iterable = loop.iter
+    return (isinstance(iterable, cst.Call) and dotted(iterable.func) == "range"
+            and len(iterable.args) == 1 and "batch" in facts.code(iterable.args[0]).lower())
+
+
+def _aug_adds(body: cst.CSTNode) -> list[cst.AugAssign]:
+    found: list[cst.AugAssign] = []
+
+    class Visit(cst.CSTVisitor):
+        def visit_AugAssign(self, node: cst.AugAssign) -> None:
+            if isinstance(node.operator, cst.AddAssign):
+                found.append(node)
+
+    body.visit(Visit())
+    return found
 
 
 def sums_in(ctx: Context, node: cst.CSTNode, depth: int) -> cst.Call | None:

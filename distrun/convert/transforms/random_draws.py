@@ -1,0 +1,128 @@
+"""Batches drawn at random at every step, made each rank's own (part of the data transform).
+
+A training loop with no DataLoader whose every step draws its samples at random with a
+module-level generator (`random.choice(pairs)`, `random.sample(...)`, `np.random.choice`,
+`np.random.randint`, `torch.randint(len(data), (bs,))`, `torch.multinomial`), in its body
+or in a function of the project the body calls: seeded alike (the script's seed, or the
+harness's), every rank would draw the same samples, and a step on N ranks would be a step
+on one batch N times. Before the loop, the generator is reseeded from its own next draw
+plus the rank, so each rank draws its own samples, still reproducibly:
+
+    for it in range(n_iters):                 ->  random.seed(random.getrandbits(64) + RANK)
+        batch = make_batch(pairs)                 for it in range(n_iters):
+        ...                                           ...
+
+(make_batch calling `random.choice(pairs)` for each sample). The draws are independent,
+with replacement (or without, within a step only), so N ranks drawing a batch each is a
+global batch of N batches from the same distribution: not the original's samples (a
+random draw is not reproduced anyway), the same training in law. Reported with the batch
+note: divide the batch size by WORLD_SIZE to keep the global batch.
+
+Won't: permutations (`random.shuffle`, `np.random.permutation`, `torch.randperm`) walked
+by slices, a generator object (`rng = np.random.default_rng(0)`): left to `data.no_loader`.
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from distrun.convert.build import statement
+from distrun.convert.context import Context
+from distrun.convert.idioms import is_backward, is_optimizer_step
+
+_DEPTH = 3
+# module-level draws of samples (indices or items), by the family of their generator
+_DRAWS = {  # keys: the module reseeded
+    "random": ("random.choice", "random.choices", "random.sample", "random.randint",
+               "random.randrange"),
+    "numpy": ("numpy.random.choice", "numpy.random.randint", "numpy.random.random_integers"),
+    "torch": ("torch.randint", "torch.multinomial"),
+}
+_RESEED = {
+    "random": "{m}.seed({m}.getrandbits(64) + {rank})",
+    "numpy": "{m}.random.seed(({m}.random.randint(2 ** 31) + {rank}) % 2 ** 32)",
+    "torch": "{m}.manual_seed(int({m}.randint(2 ** 62, ())) + {rank})",
+}
+
+
+def share_random_draws(ctx: Context) -> bool:
+    """Reseed by rank before each innermost training loop that draws its samples at
+    random every step. True if any."""
+    done = False
+    for loop in _loops(ctx):
+        steps, draws = _reach(ctx, loop.body, 0)
+        if not steps or not draws or any(_reach(ctx, inner.body, 0) == (True, draws)
+                                         for inner in _loops(ctx, loop.body)):
+            continue
+        shown = []
+        for family in sorted({f for f, _ in draws}):
+            call = min((c for f, c in draws if f == family), key=ctx.facts.line)
+            module = _module_name(ctx, loop, family)
+            if module is None:
+                continue
+            ctx.plan.insert_before(loop, [statement(
+                _RESEED[family].format(m=module, rank=_rank(ctx, loop)) + "\n")])
+            lines = sorted({(ctx.facts.module_of(c).path, ctx.facts.line(c))
+                            for f, c in draws if f == family})
+            where = ", ".join(f"{path}:{line}" for path, line in lines)
+            shown.append(f"`{ctx.facts.code(call.func)}(...)` at {where}")
+        if not shown:
+            continue
+        ctx.plan.change(loop, "data.random_draws",
+                        f"each step draws its samples at random ({', '.join(shown)}): the "
+                        "generator is reseeded by rank before the loop, so each rank draws "
+                        "its own (a step sees WORLD_SIZE draws: divide the batch size by "
+                        "WORLD_SIZE to train as before)")
+        ctx.plan.shards_batches(loop)
+        done = True
+    return done
+
+
+def _loops(ctx: Context, within: cst.CSTNode | None = None) -> list[cst.For | cst.While]:
+    found: list[cst.For | cst.While] = []
+
+    class Visit(cst.CSTVisitor):
+        def visit_For(self, node: cst.For) -> None:
+            found.append(node)
+
+        def visit_While(self, node: cst.While) -> None:
+            found.append(node)
+
+    for module in ([within] if within is not None else [m.module for m in ctx.facts.modules]):
+        module.visit(Visit())
+    return found
+
+
+def _reach(ctx: Context, body: cst.CSTNode, depth: int) -> tuple[bool, frozenset[
+        tuple[str, cst.Call]]]:
+    """(does `body`, or a function of the project it calls, step the model; the draws of
+    samples it makes that way)."""
+    facts = ctx.facts
+    steps = False
+    draws: set[tuple[str, cst.Call]] = set()
+    for call in facts.calls_in(body):
+        steps = steps or is_backward(call) or is_optimizer_step(call)
+        name = facts.call_name(call) or ""
+        family = next((f for f, names in _DRAWS.items() if name in names), None)
+        if family is not None:
+            draws.add((family, call))
+        found = ctx.flow.callee(call) if depth < _DEPTH else None
+        if found is not None and found[0] is not body:
+            inner_steps, inner_draws = _reach(ctx, found[0].body, depth + 1)
+            steps, draws = steps or inner_steps, draws | inner_draws
+    return steps, frozenset(draws)
+
+
+def _module_name(ctx: Context, loop: cst.CSTNode, family: str) -> str | None:
+    """The name the draw's module is bound to in the loop's module (`random`, `np`,
+    `torch`), if it is imported there."""
+    imports = ctx.facts.module_of(loop).imports
+    return next((name for name, full in sorted(imports.items()) if full == family), None)
+
+
+def _rank(ctx: Context, loop: cst.CSTNode) -> str:
+    n = ctx.names
+    if ctx.facts.module_of(loop) is ctx.facts.entry:
+        return n.rank
+    ctx.need("dist", at=loop)
+    return f"({n.dist}.get_rank() if {n.dist}.is_initialized() else 0)"
