@@ -1,6 +1,6 @@
 """What several exports share: the templates they render, the `distrun launch` line a
 node runs under a scheduler, and the pieces of a Kubernetes container (image, resources,
-environment) that a Kubeflow job's export writes.
+environment) that the PyTorchJob and TrainJob exports both write.
 
 `r` is always a resolved config (`Config.resolved()`, checked by `exports._checked`).
 Nothing here imports torch.
@@ -8,6 +8,7 @@ Nothing here imports torch.
 
 from __future__ import annotations
 
+import textwrap
 from importlib import resources
 from typing import Any
 
@@ -29,6 +30,18 @@ def comments(text: str) -> str:
     return "".join(lines)
 
 
+def comment_block(title: str, items: list[str], width: int = 92) -> str:
+    """`items` as YAML/shell comment lines under `title`, each wrapped to `width`."""
+    if not items:
+        return ""
+    out = [f"# {title}\n"]
+    for item in items:
+        out += [line + "\n" for line in textwrap.wrap(
+            item, width, initial_indent="# - ", subsequent_indent="#   ",
+            break_on_hyphens=False, break_long_words=False)]
+    return "".join(out)
+
+
 def user_env(r: dict[str, Any]) -> dict[str, str]:
     env = dict(r["env"])
     if r["mixed_precision"] != "no":
@@ -37,7 +50,8 @@ def user_env(r: dict[str, Any]) -> dict[str, str]:
     return env
 
 
-def launch_args(r: dict[str, Any], with_env: bool = True) -> list[str]:
+def launch_args(r: dict[str, Any], with_env: bool = True, with_port: bool = True
+                ) -> list[str]:
     """`distrun launch` options for a node that learns its rank from the scheduler."""
     args = ["--nproc-per-node", str(r["nproc_per_node"])]
     if r["launcher"] != "torchrun":
@@ -48,7 +62,7 @@ def launch_args(r: dict[str, Any], with_env: bool = True) -> list[str]:
         args += ["--max-restarts", str(r["max_restarts"])]
     if r["timeout"]:
         args += ["--timeout", f"{r['timeout']:g}"]
-    if r["master_port"]:
+    if r["master_port"] and with_port:
         args += ["--master-port", str(r["master_port"])]
     if r["log_dir"]:
         args += ["--log-dir", r["log_dir"]]

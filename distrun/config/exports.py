@@ -1,8 +1,8 @@
 """Render a config for other tools: torchrun, accelerate, SLURM (sbatch), Kubernetes (a
-Kubeflow PyTorchJob: pytorchjob.py) and DeepSpeed (its JSON config, and the commands that
-run it). Templates come from `distrun.templates` (the repository's templates/ folder,
-shipped in the wheel); the helpers several exports share are in export_common.py.
-Nothing here imports torch.
+Kubeflow PyTorchJob: pytorchjob.py; a Kubeflow Trainer v2 TrainJob: trainjob.py) and
+DeepSpeed (its JSON config, and the commands that run it). Templates come from
+`distrun.templates` (the repository's templates/ folder, shipped in the wheel); the
+helpers several exports share are in export_common.py. Nothing here imports torch.
 
 Every export gives the workers DS_CONFIG when the file sets `deepspeed.config` (its path
 as seen from where distrun.yaml is read), as `distrun launch --config` does.
@@ -18,7 +18,7 @@ from typing import Any
 
 import yaml
 
-from distrun.config import deepspeed_job, pytorchjob
+from distrun.config import deepspeed_job, pytorchjob, trainjob
 from distrun.config.export_common import comments, launch_args, target, template, user_env
 from distrun.config.load import Config, node_range
 from distrun.errors import InputError
@@ -26,7 +26,7 @@ from distrun.launch.backends import torchrun
 from distrun.launch.spec import LaunchRequest, LaunchSpec
 from distrun.launch_rules import DEFAULT_MASTER_PORT, DEFAULT_RDZV_PORT
 
-FORMATS = ("torchrun", "accelerate", "slurm", "kubernetes", "deepspeed")
+FORMATS = ("torchrun", "accelerate", "slurm", "kubernetes", "trainjob", "deepspeed")
 
 
 def request_from(config: Config) -> LaunchRequest:
@@ -56,7 +56,7 @@ def export(config: Config, fmt: str) -> str:
         return export_deepspeed(config).json
     r = _checked(config, fmt)
     return {"torchrun": _torchrun, "accelerate": _accelerate, "slurm": _slurm,
-            "kubernetes": pytorchjob.render}[fmt](config, r)
+            "kubernetes": pytorchjob.render, "trainjob": trainjob.render}[fmt](config, r)
 
 
 def not_carried(config: Config, fmt: str) -> list[str]:
@@ -66,8 +66,16 @@ def not_carried(config: Config, fmt: str) -> list[str]:
     lost = []
     if r["timeout"] and fmt in ("torchrun", "accelerate"):
         lost.append(f"timeout {r['timeout']:g}: {fmt} has no hang detector; `distrun launch "
-                    f"--config {config.path}` (or the slurm and kubernetes exports) applies it")
+                    f"--config {config.path}` (or the slurm, kubernetes and trainjob exports) "
+                    "applies it")
+    if fmt == "trainjob":
+        lost += trainjob.not_carried(config, r)
     return lost
+
+
+def notes(fmt: str) -> list[str]:
+    """What a user of the `fmt` export should know (the CLI says it once, on stderr)."""
+    return [pytorchjob.SUCCESSOR] if fmt == "kubernetes" else []
 
 
 def _checked(config: Config, fmt: str) -> dict[str, Any]:
@@ -83,7 +91,7 @@ def _checked(config: Config, fmt: str) -> dict[str, Any]:
             and not r["rdzv"]["endpoint"]):
         raise InputError(f"{config.path}: a {fmt} command for a multi-node job needs node 0's "
                          "address", "set master_addr (or rdzv.endpoint) in the file; the "
-                         "slurm and kubernetes exports read it from the job instead")
+                         "slurm, kubernetes and trainjob exports read it from the job instead")
     r["env"] = {**deepspeed_job.ds_config_env(config, absolute=False), **r["env"]}
     return r
 

@@ -1,5 +1,6 @@
 """The Kubeflow `PyTorchJob` (kubeflow.org/v1) that `config export --format kubernetes`
-writes, for the Kubeflow Training Operator v1.
+writes, for the Kubeflow Training Operator v1 (kept on its release-1.9 branch; Kubeflow
+Trainer v2's TrainJob replaced it: trainjob.py).
 
 Master and Workers (Workers with an `elasticPolicy` for an elastic job); each pod runs
 `distrun launch`, which reads the node count, its rank and the master address that the
@@ -23,6 +24,11 @@ from distrun.config.export_common import (
     template,
 )
 from distrun.config.load import Config, node_range
+
+# What `config export --format kubernetes` says on stderr, once.
+SUCCESSOR = ("--format kubernetes writes a PyTorchJob for the Kubeflow Training Operator v1 "
+             "(maintained on its release-1.9 branch only); Kubeflow Trainer v2 replaced it "
+             "with TrainJob: --format trainjob")
 
 
 def render(config: Config, r: dict[str, Any]) -> str:
