@@ -165,14 +165,22 @@ def schema() -> int:
 @config.command()
 @file_argument
 @click.option("--format", "fmt", required=True,
-              type=click.Choice(["torchrun", "accelerate", "slurm", "kubernetes", "deepspeed"]),
+              type=click.Choice(["torchrun", "accelerate", "slurm", "kubernetes", "trainjob",
+                                 "deepspeed"]),
               help="What to render.")
 @click.option("-o", "--output", help="Write to OUT instead of stdout (deepspeed: a .json "
               "file, or a folder for OUT/ds_config.json).")
 @click.option("--force", is_flag=True, help="Replace an existing OUT (kept as OUT.orig).")
 def export(file: str, fmt: str, output: str | None, force: bool) -> int:
-    """Render FILE for torchrun, accelerate, SLURM (sbatch), Kubernetes (PyTorchJob) or
-    DeepSpeed.
+    """Render FILE for torchrun, accelerate, SLURM (sbatch), Kubernetes (a Kubeflow
+    Trainer v2 TrainJob, or a Training Operator v1 PyTorchJob) or DeepSpeed.
+
+    \b
+    --format trainjob: a TrainJob (trainer.kubeflow.org/v1alpha1) on the
+    ClusterTrainingRuntime torch-distributed (kubernetes.runtime); what it has no
+    field for is named in the manifest and on stderr. --format kubernetes: a
+    PyTorchJob (kubeflow.org/v1), for the Training Operator v1.
+      distrun config export --format trainjob -o job.yaml && kubectl apply -f job.yaml
 
     \b
     --format deepspeed: the job's DeepSpeed config (JSON): the file the job reads
@@ -189,12 +197,14 @@ def export(file: str, fmt: str, output: str | None, force: bool) -> int:
 
     from distrun.cli import term
     from distrun.config.exports import export as render_export
-    from distrun.config.exports import export_deepspeed, not_carried
+    from distrun.config.exports import export_deepspeed, not_carried, notes
     from distrun.files import needs_writing, write_atomic
 
     cfg = load_valid(file)
     for lost in not_carried(cfg, fmt):
         term.echo(f"distrun: warning: --format {fmt}: not carried: {lost}")
+    for note in notes(fmt):
+        term.echo(f"distrun: note: {note}")
     to_stdout = output in (None, "-")
     commands = ""
     if fmt == "deepspeed":

@@ -1,7 +1,8 @@
-"""Render a config for other tools: torchrun, accelerate, SLURM (sbatch), Kubernetes
-(a Kubeflow PyTorchJob) and DeepSpeed (its JSON config, and the commands that run it).
-Templates come from `distrun.templates` (the repository's templates/ folder, shipped in
-the wheel). Nothing here imports torch.
+"""Render a config for other tools: torchrun, accelerate, SLURM (sbatch), Kubernetes (a
+Kubeflow PyTorchJob: pytorchjob.py; a Kubeflow Trainer v2 TrainJob: trainjob.py) and
+DeepSpeed (its JSON config, and the commands that run it). Templates come from
+`distrun.templates` (the repository's templates/ folder, shipped in the wheel); the
+helpers several exports share are in export_common.py. Nothing here imports torch.
 
 Every export gives the workers DS_CONFIG when the file sets `deepspeed.config` (its path
 as seen from where distrun.yaml is read), as `distrun launch --config` does.
@@ -9,28 +10,23 @@ as seen from where distrun.yaml is read), as `distrun launch --config` does.
 
 from __future__ import annotations
 
-import copy
 import json
 import os
 import shlex
 from dataclasses import dataclass
-from importlib import resources
 from typing import Any
 
 import yaml
 
-from distrun.config import deepspeed_job
+from distrun.config import deepspeed_job, pytorchjob, trainjob
+from distrun.config.export_common import comments, launch_args, target, template, user_env
 from distrun.config.load import Config, node_range
 from distrun.errors import InputError
 from distrun.launch.backends import torchrun
 from distrun.launch.spec import LaunchRequest, LaunchSpec
 from distrun.launch_rules import DEFAULT_MASTER_PORT, DEFAULT_RDZV_PORT
 
-FORMATS = ("torchrun", "accelerate", "slurm", "kubernetes", "deepspeed")
-
-
-def template(name: str) -> str:
-    return resources.files("distrun.templates").joinpath(name).read_text(encoding="utf-8")
+FORMATS = ("torchrun", "accelerate", "slurm", "kubernetes", "trainjob", "deepspeed")
 
 
 def request_from(config: Config) -> LaunchRequest:
@@ -60,7 +56,7 @@ def export(config: Config, fmt: str) -> str:
         return export_deepspeed(config).json
     r = _checked(config, fmt)
     return {"torchrun": _torchrun, "accelerate": _accelerate, "slurm": _slurm,
-            "kubernetes": _kubernetes}[fmt](config, r)
+            "kubernetes": pytorchjob.render, "trainjob": trainjob.render}[fmt](config, r)
 
 
 def not_carried(config: Config, fmt: str) -> list[str]:
@@ -70,8 +66,16 @@ def not_carried(config: Config, fmt: str) -> list[str]:
     lost = []
     if r["timeout"] and fmt in ("torchrun", "accelerate"):
         lost.append(f"timeout {r['timeout']:g}: {fmt} has no hang detector; `distrun launch "
-                    f"--config {config.path}` (or the slurm and kubernetes exports) applies it")
+                    f"--config {config.path}` (or the slurm, kubernetes and trainjob exports) "
+                    "applies it")
+    if fmt == "trainjob":
+        lost += trainjob.not_carried(config, r)
     return lost
+
+
+def notes(fmt: str) -> list[str]:
+    """What a user of the `fmt` export should know (the CLI says it once, on stderr)."""
+    return [pytorchjob.SUCCESSOR] if fmt == "kubernetes" else []
 
 
 def _checked(config: Config, fmt: str) -> dict[str, Any]:
@@ -87,7 +91,7 @@ def _checked(config: Config, fmt: str) -> dict[str, Any]:
             and not r["rdzv"]["endpoint"]):
         raise InputError(f"{config.path}: a {fmt} command for a multi-node job needs node 0's "
                          "address", "set master_addr (or rdzv.endpoint) in the file; the "
-                         "slurm and kubernetes exports read it from the job instead")
+                         "slurm, kubernetes and trainjob exports read it from the job instead")
     r["env"] = {**deepspeed_job.ds_config_env(config, absolute=False), **r["env"]}
     return r
 
@@ -117,18 +121,18 @@ def export_deepspeed(config: Config, output: str | None = None) -> DeepSpeedExpo
                            "only count the nodes\n" + "".join(
                                f"node{i} slots={r['nproc_per_node']}\n" for i in range(high)))
     r["env"] = {**r["env"], "DS_CONFIG": path}
-    launch = ["distrun", "launch", *_launch_args({**r, "launcher": "deepspeed"})]
+    launch = ["distrun", "launch", *launch_args({**r, "launcher": "deepspeed"})]
     if high > 1:
         launch += ["--nnodes", str(high), "--node-rank", str(r["node_rank"]),
                    "--master-addr", r["master_addr"]]
-    prefix = " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(_user_env(r).items()))
+    prefix = " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(user_env(r).items()))
     where = (f"on every node with its own --node_rank (this one: node {r['node_rank']} of "
              f"{high}), the hostfile beside the config") if high > 1 else "on this machine"
     commands = (f"# DeepSpeed config: {path} (from {source})\n"
                 f"# DeepSpeed's launcher, {where}:\n"
                 f"{prefix} {shlex.join(_deepspeed_argv(r, hostfile))}\n"
                 "# the same job through distrun (ranks supervised, a failure named):\n"
-                f"{shlex.join([*launch, *_target(r)])}\n")
+                f"{shlex.join([*launch, *target(r)])}\n")
     return DeepSpeedExport(json=files[path], files=files, commands=commands)
 
 
@@ -188,17 +192,9 @@ def _spec(r: dict[str, Any]) -> LaunchSpec:
     )
 
 
-def _user_env(r: dict[str, Any]) -> dict[str, str]:
-    env = dict(r["env"])
-    if r["mixed_precision"] != "no":
-        env.setdefault("DISTRUN_MIXED_PRECISION", r["mixed_precision"])
-        env.setdefault("ACCELERATE_MIXED_PRECISION", r["mixed_precision"])
-    return env
-
-
 def _torchrun(config: Config, r: dict[str, Any]) -> str:
     argv = ["torchrun", *torchrun.build(_spec(r)).argv[3:]]
-    env = " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(_user_env(r).items()))
+    env = " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(user_env(r).items()))
     where = f"node {r['node_rank']} of {r['nnodes']}" if node_range(r["nnodes"])[1] > 1 else \
         "a single node"
     note = ("# launcher: deepspeed in the file; torchrun runs a script converted --to "
@@ -245,7 +241,7 @@ def _accelerate(config: Config, r: dict[str, Any]) -> str:
                     main_process_port=r["master_port"] or DEFAULT_MASTER_PORT)
     elif r["master_port"]:
         data.update(main_process_port=r["master_port"])
-    return (_comments(template("accelerate.yaml")) + _accelerate_run(r)
+    return (comments(template("accelerate.yaml")) + _accelerate_run(r)
             + yaml.safe_dump(data, sort_keys=True))
 
 
@@ -253,7 +249,7 @@ def _accelerate_run(r: dict[str, Any]) -> str:
     """The `accelerate launch` line for the file, as a comment: what accelerate's config
     has no key for (the script and its arguments, the environment, restarts, the rdzv
     settings, the log folder) goes on the command line."""
-    env = _user_env(r)
+    env = user_env(r)
     env.pop("ACCELERATE_MIXED_PRECISION", None)  # the file's mixed_precision says it
     argv = ["accelerate", "launch", "--config_file", "THIS_FILE"]
     if r["max_restarts"]:
@@ -263,44 +259,7 @@ def _accelerate_run(r: dict[str, Any]) -> str:
     if r["log_dir"]:
         argv += ["--log_dir", r["log_dir"], "--tee", "3"]
     prefix = "".join(f"{k}={shlex.quote(v)} " for k, v in sorted(env.items()))
-    return f"#   {prefix}{shlex.join([*argv, *_target(r)])}\n"
-
-
-def _comments(text: str) -> str:
-    """A template's leading comment lines (safe_dump drops comments)."""
-    lines = []
-    for line in text.splitlines():
-        if not line.startswith("#"):
-            break
-        lines.append(line + "\n")
-    return "".join(lines)
-
-
-def _launch_args(r: dict[str, Any], with_env: bool = True) -> list[str]:
-    """`distrun launch` options for a node that learns its rank from the scheduler."""
-    args = ["--nproc-per-node", str(r["nproc_per_node"])]
-    if r["launcher"] != "torchrun":
-        args += ["--launcher", r["launcher"]]
-    if r["mixed_precision"] != "no":
-        args += ["--mixed-precision", r["mixed_precision"]]
-    if r["max_restarts"]:
-        args += ["--max-restarts", str(r["max_restarts"])]
-    if r["timeout"]:
-        args += ["--timeout", f"{r['timeout']:g}"]
-    if r["master_port"]:
-        args += ["--master-port", str(r["master_port"])]
-    if r["log_dir"]:
-        args += ["--log-dir", r["log_dir"]]
-    for key, value in sorted(r["rdzv"]["conf"].items()):
-        args += ["--rdzv-conf", f"{key}={value}"]
-    if with_env:
-        for key, value in sorted(r["env"].items()):
-            args += ["--env", f"{key}={value}"]
-    return args
-
-
-def _target(r: dict[str, Any]) -> list[str]:
-    return [*(["-m"] if r["module"] else []), r["script"], *r["script_args"]]
+    return f"#   {prefix}{shlex.join([*argv, *target(r)])}\n"
 
 
 def _slurm(config: Config, r: dict[str, Any]) -> str:
@@ -315,7 +274,7 @@ def _slurm(config: Config, r: dict[str, Any]) -> str:
     if s["gpus_per_node"]:
         options.append(f"#SBATCH --gpus-per-node={s['gpus_per_node']}")
     options += [f"#SBATCH {extra}" for extra in s["extra"]]
-    launch = ["distrun", "launch", *_launch_args(r)]
+    launch = ["distrun", "launch", *launch_args(r)]
     rdzv = ""
     if low != high or r["rdzv"]["endpoint"]:
         port = str(r["rdzv"]["endpoint"] or "").rpartition(":")[2] or str(DEFAULT_RDZV_PORT)
@@ -323,7 +282,7 @@ def _slurm(config: Config, r: dict[str, Any]) -> str:
                    "--rdzv-id", r["rdzv"]["id"] if r["rdzv"]["id"] != "none" else "$SLURM_JOB_ID"]
         rdzv = f' --rdzv-endpoint "${{MASTER_ADDR}}:{port}"'
     command = shlex.join(launch).replace("'$SLURM_JOB_ID'", '"$SLURM_JOB_ID"') + rdzv
-    command += " " + shlex.join(_target(r))
+    command += " " + shlex.join(target(r))
     text = template("slurm.sbatch")
     for name, value in {
         "source": config.path, "job_name": s["job_name"],
@@ -333,48 +292,3 @@ def _slurm(config: Config, r: dict[str, Any]) -> str:
     }.items():
         text = text.replace(f"@@{name}@@", value)
     return text
-
-
-def _kubernetes(config: Config, r: dict[str, Any]) -> str:
-    k = r["kubernetes"]
-    if not k["image"]:
-        raise InputError(f"{config.path}: kubernetes.image is not set",
-                         "add kubernetes: {image: REGISTRY/IMAGE:TAG} (with PyTorch, distrun "
-                         "and your script)")
-    low, high = node_range(r["nnodes"])
-    job = yaml.safe_load(template("pytorchjob.yaml"))
-    job["metadata"].update(name=k["name"], namespace=k["namespace"])
-    job["spec"]["nprocPerNode"] = str(r["nproc_per_node"])
-    master = job["spec"]["pytorchReplicaSpecs"]["Master"]
-    container = master["template"]["spec"]["containers"][0]
-    container.update(image=k["image"], imagePullPolicy=k["image_pull_policy"],
-                     command=["distrun", "launch", *_launch_args(r, with_env=False),
-                              *_target(r)])
-    if k["working_dir"]:
-        container["workingDir"] = k["working_dir"]
-    if r["env"]:
-        container["env"] = [{"name": n, "value": v} for n, v in sorted(r["env"].items())]
-    # Quantities as strings ('4', not 4): their type in the Kubernetes OpenAPI spec, and the
-    # form the API server gives back (the operator's CRD also takes integers).
-    resources_: dict[str, str] = {}
-    if k["gpus_per_node"]:
-        resources_["nvidia.com/gpu"] = str(k["gpus_per_node"])
-    for key in ("cpu", "memory"):
-        if k[key]:
-            resources_[key] = str(k[key])
-    if resources_:
-        container["resources"] = {"limits": resources_, "requests": dict(resources_)}
-    master["restartPolicy"] = k["restart_policy"]
-    specs = job["spec"]["pytorchReplicaSpecs"]
-    if low != high:
-        worker = specs.pop("Master")
-        worker["replicas"] = high
-        specs["Worker"] = worker
-        job["spec"]["elasticPolicy"] = {"rdzvBackend": "c10d", "minReplicas": low,
-                                        "maxReplicas": high,
-                                        "maxRestarts": r["max_restarts"] or 3}
-    elif high > 1:
-        worker = copy.deepcopy(master)
-        worker["replicas"] = high - 1
-        specs["Worker"] = worker
-    return _comments(template("pytorchjob.yaml")) + yaml.safe_dump(job, sort_keys=False)

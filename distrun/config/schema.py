@@ -84,19 +84,22 @@ KEYS: dict[str, Key] = {
         "setup": Key("list", "Shell lines run before srun (modules, venv activation).", []),
         "extra": Key("list", "More #SBATCH options, e.g. '--exclusive'.", []),
     }),
-    "kubernetes": Key("section", "Only for `config export --format kubernetes`.", keys={
-        "name": Key("str", "PyTorchJob name.", "distrun-job",
+    "kubernetes": Key("section", "Only for `config export --format kubernetes` (a "
+                      "PyTorchJob) and `--format trainjob` (a TrainJob).", keys={
+        "name": Key("str", "Job name (PyTorchJob or TrainJob).", "distrun-job",
                     pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"),
         "namespace": Key("str", "Namespace.", "default"),
         "image": Key("str", "Container image with PyTorch, distrun and the script."),
-        "image_pull_policy": Key("str", "imagePullPolicy.", "IfNotPresent",
+        "image_pull_policy": Key("str", "imagePullPolicy (PyTorchJob only).", "IfNotPresent",
                                  choices=("Always", "IfNotPresent", "Never")),
         "gpus_per_node": Key("int", "nvidia.com/gpu per pod (0: none).", 0, minimum=0),
         "cpu": Key("str", "CPU request and limit per pod, e.g. '8'."),
         "memory": Key("str", "Memory request and limit per pod, e.g. 64Gi."),
-        "restart_policy": Key("str", "Pod restart policy.", "OnFailure",
+        "restart_policy": Key("str", "Pod restart policy (PyTorchJob only).", "OnFailure",
                               choices=("OnFailure", "Never", "Always", "ExitCode")),
-        "working_dir": Key("str", "Working directory in the container."),
+        "working_dir": Key("str", "Working directory in the container (PyTorchJob only)."),
+        "runtime": Key("str", "TrainJob: the ClusterTrainingRuntime it runs on.",
+                       "torch-distributed", pattern=r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"),
     }),
     "deepspeed": Key("section", "DeepSpeed: the config file the job reads ($DS_CONFIG), and "
                      "the one `config export --format deepspeed` builds without a file.", keys={

@@ -1,4 +1,5 @@
-"""What a cluster scheduler tells a node about the job: SLURM and Kubeflow PyTorchJob.
+"""What a cluster scheduler tells a node about the job: SLURM, and Kubeflow (a Kubeflow
+Trainer v2 TrainJob, or a Training Operator v1 PyTorchJob).
 
 Each detector reads only the environment it is given and returns the values it
 found, with a note saying where they came from. Explicit options always win.
@@ -24,7 +25,7 @@ class Detected:
 
 
 def detect(environ: Mapping[str, str]) -> Detected | None:
-    return _slurm(environ) or _pytorchjob(environ)
+    return _slurm(environ) or _kubeflow(environ)
 
 
 def _int(environ: Mapping[str, str], *names: str) -> int | None:
@@ -48,12 +49,13 @@ def _slurm(environ: Mapping[str, str]) -> Detected | None:
     )
 
 
-def _pytorchjob(environ: Mapping[str, str]) -> Detected | None:
-    """Kubeflow's training operator: PET_* (torchrun's own variables) when the job sets
-    nprocPerNode, else MASTER_ADDR/MASTER_PORT with RANK and WORLD_SIZE counting pods."""
+def _kubeflow(environ: Mapping[str, str]) -> Detected | None:
+    """Kubeflow: PET_* (torchrun's own variables), which Kubeflow Trainer v2's torch runtime
+    always sets and the v1 training operator sets when the job has nprocPerNode; else (v1)
+    MASTER_ADDR/MASTER_PORT with RANK and WORLD_SIZE counting pods."""
     if "PET_NNODES" in environ or "PET_NODE_RANK" in environ:
         return Detected(
-            source="Kubernetes PyTorchJob (PET_* variables)",
+            source=f"{_kubeflow_kind(environ)} (PET_* variables)",
             nnodes=_int(environ, "PET_NNODES"),
             node_rank=_int(environ, "PET_NODE_RANK"),
             master_addr=environ.get("PET_MASTER_ADDR") or environ.get("MASTER_ADDR"),
@@ -63,13 +65,27 @@ def _pytorchjob(environ: Mapping[str, str]) -> Detected | None:
     in_pod = "KUBERNETES_SERVICE_HOST" in environ
     if in_pod and "MASTER_ADDR" in environ and "WORLD_SIZE" in environ and "RANK" in environ:
         return Detected(
-            source="Kubernetes PyTorchJob (MASTER_ADDR, RANK, WORLD_SIZE)",
+            source="Kubeflow PyTorchJob (MASTER_ADDR, RANK, WORLD_SIZE)",
             nnodes=_int(environ, "WORLD_SIZE"),
             node_rank=_int(environ, "RANK"),
             master_addr=environ["MASTER_ADDR"],
             master_port=_int(environ, "MASTER_PORT"),
         )
     return None
+
+
+def _kubeflow_kind(environ: Mapping[str, str]) -> str:
+    """Which Kubeflow job set the PET_* variables, where the pod's environment tells.
+
+    A TrainJob's nodes are the pods of an Indexed Job (a JobSet's), which Kubernetes gives
+    JOB_COMPLETION_INDEX (the runtime's PET_NODE_RANK is that index); the v1 operator
+    makes bare pods, and gives them RANK and WORLD_SIZE (with a Master) or PET_RDZV_ENDPOINT
+    (elastic), which the v2 torch runtime never sets."""
+    if "JOB_COMPLETION_INDEX" in environ:
+        return "Kubeflow TrainJob"
+    if ("RANK" in environ and "WORLD_SIZE" in environ) or "PET_RDZV_ENDPOINT" in environ:
+        return "Kubeflow PyTorchJob"
+    return "Kubeflow job"
 
 
 def expand_nodelist(nodelist: str) -> list[str]:

@@ -2,8 +2,8 @@
 
 Three steps, each refusing a mistake before anything starts (exit code 2, what to change):
 1. `from_cluster`: values the user left out, taken from the cluster environment (SLURM,
-   Kubeflow PyTorchJob), noted; flags and the config file (merged by the caller into the
-   request) always win.
+   a Kubeflow TrainJob or PyTorchJob), noted; flags and the config file (merged by the
+   caller into the request) always win.
 2. `validate` (validate.py): the launch rules, pure (no sockets, no torch).
 3. `settle`: what only this machine can tell: whether accelerate is installed, how many
    GPUs or cores `auto`/`gpu`/`cpu` mean, a free master port or whether the given one is

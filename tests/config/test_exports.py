@@ -17,11 +17,12 @@ from tests.conftest import distrun
 
 GOLDEN = Path(__file__).parent / "golden"
 CASES = [(config, fmt) for config in ("multi", "elastic")
-         for fmt in ("torchrun", "accelerate", "slurm", "kubernetes")
+         for fmt in ("torchrun", "accelerate", "slurm", "kubernetes", "trainjob")
          if not (config == "elastic" and fmt == "accelerate")]
+CASES += [(config, fmt) for config in ("single", "three") for fmt in ("kubernetes", "trainjob")]
 UPDATE = os.environ.get("DISTRUN_UPDATE_FIXTURES") == "1"
 SUFFIX = {"torchrun": "sh", "accelerate": "accelerate.yaml", "slurm": "sbatch",
-          "kubernetes": "k8s.yaml"}
+          "kubernetes": "k8s.yaml", "trainjob": "trainjob.yaml"}
 
 
 def rendered(config: str, fmt: str, monkeypatch: pytest.MonkeyPatch) -> str:

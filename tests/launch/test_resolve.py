@@ -136,13 +136,44 @@ def test_flags_win_over_the_cluster(script: str) -> None:
     assert spec.master_addr == "10.1.1.1" and spec.node_rank == 1
 
 
-def test_pytorchjob_pod_fills_from_pet_variables(script: str) -> None:
-    env = {"PET_NNODES": "3", "PET_NODE_RANK": "2", "PET_NPROC_PER_NODE": "4",
-           "MASTER_ADDR": "job-master-0", "MASTER_PORT": "23456"}
+# What each Kubeflow job puts in node 2's pod (of 3, 4 processes each), from the
+# controllers' code: Kubeflow Trainer v2.3.0's torch plugin (plugins/torch/torch.go; the
+# completion index by Kubernetes, for an Indexed Job's pod), and Training Operator
+# v1.9.4's PyTorchJob (controller.v1/pytorch/envvar.go, master.go: a Master, nprocPerNode).
+# Without either mark the source is named neutrally.
+POD = {"KUBERNETES_SERVICE_HOST": "10.96.0.1", "PET_NNODES": "3", "PET_NODE_RANK": "2",
+       "PET_NPROC_PER_NODE": "4"}
+KUBEFLOW_PODS = [
+    ("Kubeflow TrainJob", {**POD, "JOB_COMPLETION_INDEX": "2",
+                           "PET_MASTER_ADDR": "job-node-0-0.job", "PET_MASTER_PORT": "29500"},
+     ("job-node-0-0.job", 29500)),
+    ("Kubeflow PyTorchJob", {**POD, "PYTHONUNBUFFERED": "1", "MASTER_ADDR": "job-master-0",
+                             "MASTER_PORT": "23456", "PET_MASTER_ADDR": "job-master-0",
+                             "PET_MASTER_PORT": "23456", "WORLD_SIZE": "12", "RANK": "2"},
+     ("job-master-0", 23456)),
+    ("Kubeflow job", {**POD, "PET_MASTER_ADDR": "head", "PET_MASTER_PORT": "29501"},
+     ("head", 29501)),
+]
+
+
+@pytest.mark.parametrize(("source", "env", "master"), KUBEFLOW_PODS,
+                         ids=[k[0] for k in KUBEFLOW_PODS])
+def test_kubeflow_pod_fills_from_pet_variables_and_names_its_job(
+        script: str, source: str, env: dict[str, str], master: tuple[str, int]) -> None:
     spec = resolve(LaunchRequest(script=script), environ=env)
     assert (spec.nnodes, spec.node_rank, spec.nproc_per_node) == ("3", 2, 4)
-    assert (spec.master_addr, spec.master_port) == ("job-master-0", 23456)
-    assert "Kubernetes PyTorchJob" in spec.notes[0]
+    assert (spec.master_addr, spec.master_port) == master
+    assert spec.notes[0] == (f"from the {source} (PET_* variables): nnodes=3, node_rank=2, "
+                             f"master_addr={master[0]}, master_port={master[1]}, "
+                             "nproc_per_node=4")
+
+
+def test_elastic_pytorchjob_is_told_by_its_rendezvous_variable() -> None:
+    env = {"PET_NNODES": "1:4", "PET_RDZV_ENDPOINT": "job-worker-0:23456",
+           "PET_RDZV_BACKEND": "c10d", "PET_NPROC_PER_NODE": "4"}
+    found = cluster.detect(env)
+    assert found is not None and found.source == "Kubeflow PyTorchJob (PET_* variables)"
+    assert (found.nnodes, found.nproc_per_node) == (None, "4")  # a range is not a count
 
 
 def test_classic_pytorchjob_counts_pods(script: str) -> None:
