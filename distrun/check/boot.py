@@ -21,6 +21,7 @@ import os
 import runpy
 import signal
 import sys
+import threading
 from collections.abc import Sequence
 from types import ModuleType
 
@@ -85,10 +86,47 @@ def _stack_dumps() -> None:
         pass  # no hang report for this rank; the job runs as it would
 
 
+def _recorder_dumps() -> None:
+    """A thread blocked on `fr<RANK>.fifo` in the check folder: each byte distrun writes
+    there dumps PyTorch's Flight Recorder into the dump folder (check/flight.py). It runs
+    while the main thread waits inside a collective (which releases the GIL)."""
+    folder, rank = os.environ.get("DISTRUN_CHECK_DIR"), os.environ.get("RANK")
+    prefix = os.environ.get("DISTRUN_FR_PREFIX")
+    if not folder or rank is None or not prefix:
+        return
+    fifo = os.path.join(folder, f"fr{rank}.fifo")
+    try:
+        os.mkfifo(fifo)
+    except OSError:
+        return  # no dumps for this rank; the job runs as it would
+
+    def serve() -> None:
+        while True:
+            with open(fifo, "rb") as asked:  # blocks until distrun writes
+                if not asked.read(1):
+                    continue
+            c10d = getattr(getattr(sys.modules.get("torch"), "_C", None),
+                           "_distributed_c10d", None)
+            # the name of PyTorch 2.13; older ones had NCCL's only, under another name
+            dump = getattr(c10d, "_dump_fr_trace", None) or getattr(
+                c10d, "_dump_nccl_trace", None)
+            try:
+                raw = dump() if dump is not None else None
+            except Exception:  # noqa: BLE001 (no process group yet, a build without it)
+                raw = None
+            if raw:
+                with open(f"{prefix}{rank}.part", "wb") as out:
+                    out.write(raw)
+                os.replace(f"{prefix}{rank}.part", f"{prefix}{rank}")
+
+    threading.Thread(target=serve, name="distrun-flight-recorder", daemon=True).start()
+
+
 def main(argv: list[str]) -> None:
     if not argv or (argv[0] == "-m" and len(argv) < 2):
         sys.exit("usage: boot.py SCRIPT [ARGS...] | -m MODULE [ARGS...]")
     _stack_dumps()
+    _recorder_dumps()
     if _PACKAGE_ROOT not in sys.path:
         sys.path.append(_PACKAGE_ROOT)  # last: the user's own modules come first
     if "torch" in sys.modules:

@@ -9,12 +9,14 @@ session returns findings; the CLI prints them.
 
 from __future__ import annotations
 
+import os
 import shutil
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from distrun.check import static
+from distrun.check.flight import PREFIX, dumps_in, recorder_env
 from distrun.check.rules import ALWAYS, CHECKED, Finding
 from distrun.check.verdict import Checker, duplicate_output
 from distrun.launch.spec import Command, LaunchSpec
@@ -40,6 +42,7 @@ class Session:
     folder: Path | None = None
     checker: Checker | None = None
     notes: list[str] = field(default_factory=list)  # why a default check did not run
+    dumps: Path | None = None  # the Flight Recorder's dumps (check/flight.py)
 
     @classmethod
     def start(cls, spec: LaunchSpec, options: list[str], check: bool = False,
@@ -100,7 +103,10 @@ class Session:
         target = [*(["-m"] if self.spec.module else []), self.spec.script,
                   *self.spec.script_args]
         head = command.argv[:len(command.argv) - len(target)]
-        env = {**command.env, "DISTRUN_CHECK_DIR": str(self.folder)}
+        self.dumps = _dump_folder(self.spec.log_dir)
+        env = {**command.env, "DISTRUN_CHECK_DIR": str(self.folder),
+               "DISTRUN_FR_PREFIX": str(self.dumps / PREFIX),
+               **recorder_env(self.dumps, {**os.environ, **command.env})}
         if self.steps is not None:
             env["DISTRUN_CHECK_STEPS"] = str(self.steps)
         if self.mode == "window":
@@ -128,7 +134,7 @@ class Session:
         collective, with a diagnosis (check/waits.py)."""
         from distrun.check.waits import where_ranks_wait
 
-        return where_ranks_wait(self.folder, list(range(self.local)))
+        return where_ranks_wait(self.folder, list(range(self.local)), self.dumps)
 
     def poll(self) -> list[Finding]:
         """Findings the running job has shown since the last poll."""
@@ -161,10 +167,19 @@ class Session:
         return found
 
     def close(self) -> None:
-        """Remove the facts' folder (the findings are kept)."""
+        """Remove the facts' folder (the findings are kept), and the Flight Recorder's
+        folder unless a rank or distrun left dumps there (`kept_dumps` then names it)."""
         if self.folder is not None:
             shutil.rmtree(self.folder, ignore_errors=True)
             self.folder = None
+        if self.dumps is not None and not dumps_in(self.dumps):
+            shutil.rmtree(self.dumps, ignore_errors=True)  # an empty folder
+            self.dumps = None
+
+    @property
+    def kept_dumps(self) -> Path | None:
+        """The folder of the Flight Recorder's dumps, once closed, when there are some."""
+        return self.dumps if self.folder is None and dumps_in(self.dumps) else None
 
     @property
     def comparable(self) -> bool:
@@ -195,3 +210,16 @@ class Session:
     @property
     def optimizer_steps(self) -> int:
         return self.checker.steps if self.checker is not None else 0
+
+
+def _dump_folder(log_dir: str | None) -> Path:
+    """Where the Flight Recorder's dumps go: `flight-recorder/` in the job's log folder,
+    else (no logs kept, a folder that cannot be made) a temporary folder."""
+    if log_dir:
+        folder = Path(log_dir) / "flight-recorder"
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            return folder
+        except OSError:
+            pass
+    return Path(tempfile.mkdtemp(prefix="distrun-flight-recorder-"))

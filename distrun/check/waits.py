@@ -23,6 +23,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from distrun.check.flight import PREFIX, ask_dumps, last_entry
+
 SIGNAL = signal.SIGUSR2  # the one boot.py registers
 ANSWER_SECONDS = 3.0  # how long distrun waits for the ranks' stacks
 MAX_FRAMES = 4  # of the script's own, per rank
@@ -66,16 +68,22 @@ class RankWait:
         return f"{c['op']} #{c['seq']}{shape}{where}: {state}"
 
 
-def where_ranks_wait(folder: Path | None, local_ranks: list[int]) -> list[str]:
-    """The report's lines for the ranks of this node whose boot left a way to ask them."""
+def where_ranks_wait(folder: Path | None, local_ranks: list[int],
+                     dumps: Path | None = None) -> list[str]:
+    """The report's lines for the ranks of this node whose boot left a way to ask them;
+    with `dumps`, each rank's Flight Recorder too (check/flight.py)."""
     if folder is None or not folder.is_dir():
         return []
     waits = _ask(folder)
     if not waits:
         return []
+    recorded = {r: last_entry(p) for r, p in ask_dumps(folder, dumps, ANSWER_SECONDS).items()
+                } if dumps is not None else {}
     lines = ["  where each rank is (the script's frames, innermost first):"]
     for wait in waits:
         lines.append(f"  rank {wait.rank}: last collective: {wait.collective_text()}")
+        if recorded.get(wait.rank):
+            lines.append(f"    flight recorder's last: {recorded[wait.rank]}")
         if not wait.answered:
             lines.append("    (no stack: the rank did not answer)")
         for frame in wait.frames[:MAX_FRAMES]:
@@ -83,6 +91,9 @@ def where_ranks_wait(folder: Path | None, local_ranks: list[int]) -> list[str]:
     diagnosis = diagnose(waits)
     if diagnosis:
         lines.append(f"  diagnosis: {diagnosis}")
+    if recorded and dumps is not None:
+        lines.append(f"  flight recorder dumps: {dumps} (kept; for NCCL's, PyTorch's "
+                     f"`torchfrtrace {dumps} --prefix {PREFIX}` matches them across ranks)")
     return lines
 
 

@@ -223,6 +223,10 @@ def launch(script: str | None, script_args: tuple[str, ...], dry_run: bool, modu
         render.check_report(session, found, result.exit_code == 0)) if line)
     if report:
         term.echo(report)
+    if session.kept_dumps is not None:
+        click.echo(f"distrun: the ranks' Flight Recorder dumps are kept in "
+                   f"{session.kept_dumps} (for NCCL's, `torchfrtrace {session.kept_dumps} "
+                   "--prefix trace_rank_` matches them across ranks)", err=True)
     code = result.exit_code
     if code == 0 and session.check and session.findings:
         code = EXIT_CHECK_FOUND

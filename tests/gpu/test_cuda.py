@@ -116,3 +116,28 @@ def test_more_processes_than_gpus_fails_with_the_fix(tmp_path: Path) -> None:
     assert "rank 1 (local rank 1)" in result.stderr and "[first failure]" in result.stderr
     assert "hint: local rank 1 has no GPU of its own" in result.stderr, result.stderr
     assert "--nproc-per-node gpu" in result.stderr
+
+
+QUIET_AFTER_NCCL = """\
+import time, torch, torch.distributed as dist
+dist.init_process_group("nccl")
+torch.cuda.set_device(0)
+t = torch.ones(4, device="cuda")
+dist.all_reduce(t)
+torch.cuda.synchronize()
+print("reduced", t.sum().item(), flush=True)
+time.sleep(25)  # quiet: distrun reports where the rank is, the recorder's dump with it
+dist.destroy_process_group()
+"""
+
+
+def test_a_quiet_nccl_job_s_report_reads_the_flight_recorder(tmp_path: Path) -> None:
+    """NCCL's Flight Recorder, turned on by the check and dumped on demand when the job
+    goes quiet: its last entry is the all_reduce, completed."""
+    (tmp_path / "quiet.py").write_text(QUIET_AFTER_NCCL)
+    result = distrun("launch", "--nproc-per-node", "1", "--check", "--hang-report-after", "5",
+                     "quiet.py", cwd=tmp_path, timeout=240)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "flight recorder's last: all_reduce #1, sizes [[4]] Float: completed" in (
+        result.stderr), result.stderr[-3000:]
+    assert "Flight Recorder dumps are kept in" in result.stderr

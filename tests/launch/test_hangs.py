@@ -7,6 +7,7 @@ computing is not reported."""
 
 from __future__ import annotations
 
+import re
 import shutil
 import signal
 import subprocess
@@ -36,6 +37,14 @@ def test_a_collective_on_rank_0_only_is_named_with_both_ranks_lines(tmp_path: Pa
     assert "rank 1: last collective: barrier #1 at train.py:29: waiting in it" in err
     assert ("diagnosis: rank 0 is in all_reduce #1 (train.py:13) while rank 1 is in barrier "
             "#1 (train.py:29) with another collective") in err
+    # PyTorch's Flight Recorder (gloo's, here), dumped on demand while the ranks wait: its
+    # sequence counts DDP's own collectives too; the dumps are kept with the logs
+    recorded = re.findall(r"flight recorder's last: (\w+) #(\d+)(, sizes \S+ \w+)?: (.*) \(", err)
+    assert [(op, state) for op, _, _, state in recorded] == [
+        ("all_reduce", "not completed"), ("barrier", "not completed")], err
+    kept = re.search(r"Flight Recorder dumps are kept in (\S+) ", err)
+    assert kept is not None, err
+    assert sorted(p.name for p in Path(kept[1]).iterdir()) == ["trace_rank_0", "trace_rank_1"]
 
 
 def test_uneven_batches_say_which_rank_never_joins(tmp_path: Path) -> None:
