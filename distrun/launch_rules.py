@@ -29,6 +29,8 @@ MIXED_PRECISION = ("no", "fp16", "bf16")
 # the shared-store fix, the exports) is written for c10d, and torch has deprecated etcd.
 RDZV_BACKENDS = ("static", "c10d")
 NPROC_WORDS = ("auto", "gpu", "cpu")
+# Under srun: one task per node (distrun starts its processes), or one task per rank
+SLURM_TASKS = ("per-node", "per-gpu")
 # The c10d rendezvous settings torch reads (dynamic_rendezvous, c10d_rendezvous_backend).
 RDZV_SETTINGS = ("join_timeout", "last_call_timeout", "close_timeout", "heartbeat_timeout",
                  "read_timeout", "is_host", "keep_alive_interval", "keep_alive_max_attempt",

@@ -81,6 +81,8 @@ class Session:
 
     @property
     def world(self) -> int:
+        if self.spec.task is not None:  # one rank of a SLURM job of one task per rank
+            return self.spec.task.world_size
         nproc = self.spec.nproc_per_node
         return (nproc if isinstance(nproc, int) else 1) * self.spec.max_nodes
 

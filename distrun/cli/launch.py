@@ -14,6 +14,7 @@ from distrun.launch_rules import (
     LAUNCHERS,
     MIXED_PRECISION,
     RDZV_BACKENDS,
+    SLURM_TASKS,
 )
 
 if TYPE_CHECKING:
@@ -151,6 +152,10 @@ Exit codes: 0 success; 1 a rank failed; 2 bad input (nothing started);
               help="Passed to accelerate; exported as DISTRUN_MIXED_PRECISION either way.")
 @click.option("--env", "env", multiple=True, metavar="KEY=VALUE", callback=_pairs,
               help="Environment variable for the workers (repeatable).")
+@click.option("--slurm-tasks", type=click.Choice(SLURM_TASKS), help="Under srun: "
+              "one task per node starts the node's processes; one task per GPU (per-gpu) is "
+              "one rank, SLURM_PROCID. Default: per-gpu when the step runs more tasks than "
+              "nodes.")
 @click.option("--timeout", type=float, metavar="SECONDS", help="Stop a job that prints nothing "
               "for this long (hang detector; a rank's silence counts from its first line, or "
               "after 30 s of start-up).")
@@ -300,11 +305,15 @@ def _shown(spec: LaunchSpec, ranks: frozenset[int] | None, prefix: bool) -> Show
     nproc = spec.nproc_per_node
     if not isinstance(nproc, int):  # a word only in exports; resolve counts it here
         return Shown(ranks=ranks, prefix=prefix, offset=None)
+    if spec.task is not None:  # one SLURM task: its rank is one of its node's
+        nproc = spec.task.local_world_size
     missing = sorted(r for r in ranks or () if r >= nproc)
     if missing:
         raise InputError(f"--ranks: local rank {missing[0]} does not exist here",
                          f"this node runs local ranks 0..{nproc - 1}")
     offset = spec.node_rank * nproc if spec.rdzv_backend == "static" else None
+    if spec.task is not None:
+        offset = spec.task.rank - spec.task.local_rank
     return Shown(ranks=ranks, prefix=prefix, offset=offset)
 
 
@@ -327,6 +336,8 @@ def _check_deepspeed_config(spec: LaunchSpec) -> None:
 
     nproc = spec.nproc_per_node
     world = nproc * spec.max_nodes if isinstance(nproc, int) and not spec.elastic else None
+    if spec.task is not None:
+        world = spec.task.world_size
     ds_config.check(spec.script, tuple(spec.script_args), dict(spec.env), spec.launcher,
                     spec.module, world, deepspeed.load)
 

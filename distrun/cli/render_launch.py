@@ -36,7 +36,8 @@ def launch_report(result: RunResult, spec: LaunchSpec) -> str:
         lines = _failed_lines(result, spec)
     lines += _log_space_lines(result)
     if result.log_dir:
-        lines.append(f"  logs of every rank: {result.log_dir}")
+        whose = "this rank" if spec.task is not None else "every rank"
+        lines.append(f"  logs of {whose}: {result.log_dir}")
     return "\n".join(lines)
 
 
@@ -44,7 +45,10 @@ def done_line(result: RunResult, spec: LaunchSpec, exit_code: int) -> str:
     """The one line that ends a job that ran to its end: ranks, time, exit code."""
     nproc = spec.nproc_per_node
     ranks = counted(nproc, "rank") if isinstance(nproc, int) else f"{nproc} ranks"
-    if spec.max_nodes > 1:
+    if spec.task is not None:
+        ranks = (f"rank {spec.task.rank} of {spec.task.world_size} (this SLURM task; local "
+                 f"rank {spec.task.local_rank})")
+    elif spec.max_nodes > 1:
         node = f"node {spec.node_rank} of {spec.nnodes}" if spec.rdzv_backend == "static" \
             else f"{spec.nnodes} nodes"
         ranks += f" on this node ({node})"
@@ -134,6 +138,8 @@ def _failed_lines(result: RunResult, spec: LaunchSpec) -> list[str]:
             lines += _unused_parameter_lines(failure.error)
         elif failure.error and failure.cause == "also failed":  # its own error, in brief
             lines.append(f"    | {failure.error.splitlines()[-1]}")
+        elif failure.cause == "lost peer" and spec.task is not None:  # the task's one rank
+            lines += _lost_peer_lines(failure.error, spec)
     lines += _ended_early_lines(result, "exit code 0 while the others still ran "
                                 "[ended early]")
     if result.detail:
@@ -184,6 +190,9 @@ def _lost_peer_lines(error: str, spec: LaunchSpec) -> list[str]:
     where = f"the process at {peer}" if peer else "a peer process"
     node = ("; it may be another node: look at that node's output and logs"
             if spec.max_nodes > 1 else "")
+    if spec.task is not None:
+        node = ("; it may be another SLURM task (each rank is one): look at the job's "
+                "output for the rank that failed first")
     return [f"  lost peer: {where} went away (crashed, killed, or cut off from the network) "
             f"and this rank failed because of it{node}"]
 

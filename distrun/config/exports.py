@@ -18,7 +18,7 @@ from typing import Any
 
 import yaml
 
-from distrun.config import deepspeed_job, pytorchjob, trainjob
+from distrun.config import deepspeed_job, pytorchjob, slurm_export, trainjob
 from distrun.config.export_common import comments, launch_args, target, template, user_env
 from distrun.config.load import Config, node_range
 from distrun.errors import InputError
@@ -263,32 +263,4 @@ def _accelerate_run(r: dict[str, Any]) -> str:
 
 
 def _slurm(config: Config, r: dict[str, Any]) -> str:
-    s = r["slurm"]
-    low, high = node_range(r["nnodes"])
-    options = []
-    for flag, key in (("partition", "partition"), ("account", "account"), ("qos", "qos"),
-                      ("time", "time"), ("cpus-per-task", "cpus_per_task"), ("mem", "mem"),
-                      ("constraint", "constraint"), ("output", "output")):
-        if s[key] not in (None, ""):
-            options.append(f"#SBATCH --{flag}={s[key]}")
-    if s["gpus_per_node"]:
-        options.append(f"#SBATCH --gpus-per-node={s['gpus_per_node']}")
-    options += [f"#SBATCH {extra}" for extra in s["extra"]]
-    launch = ["distrun", "launch", *launch_args(r)]
-    rdzv = ""
-    if low != high or r["rdzv"]["endpoint"]:
-        port = str(r["rdzv"]["endpoint"] or "").rpartition(":")[2] or str(DEFAULT_RDZV_PORT)
-        launch += ["--nnodes", f"{low}:{high}" if low != high else str(high),
-                   "--rdzv-id", r["rdzv"]["id"] if r["rdzv"]["id"] != "none" else "$SLURM_JOB_ID"]
-        rdzv = f' --rdzv-endpoint "${{MASTER_ADDR}}:{port}"'
-    command = shlex.join(launch).replace("'$SLURM_JOB_ID'", '"$SLURM_JOB_ID"') + rdzv
-    command += " " + shlex.join(target(r))
-    text = template("slurm.sbatch")
-    for name, value in {
-        "source": config.path, "job_name": s["job_name"],
-        "nodes": f"{low}-{high}" if low != high else str(high),
-        "sbatch_options": "\n".join(options), "setup": "\n".join(s["setup"]),
-        "command": command,
-    }.items():
-        text = text.replace(f"@@{name}@@", value)
-    return text
+    return slurm_export.render(config, r, launch_args(r), target(r), template("slurm.sbatch"))

@@ -10,13 +10,17 @@ followed with a budget, so a "billion laughs" file is refused, not expanded.
 from __future__ import annotations
 
 import difflib
+import re
 from pathlib import Path
 from typing import Any, Literal
 
 import yaml
 
 from distrun import launch_rules as rules
-from distrun.config import deepspeed_job  # it reads DeepSpeed configs with this module
+from distrun.config import (
+    deepspeed_job,  # it reads DeepSpeed configs with this module
+    slurm_export,
+)
 from distrun.config.nodes import (
     MAX_DEPTH,
     MAX_NODES,
@@ -143,7 +147,7 @@ class _Checker:
                 return INVALID
             return self.section(node, key.keys, f"{path}.")
         if key.kind == "list":
-            return self.string_list(node, path)
+            return self.string_list(node, path, key)
         if key.kind == "map":
             return self.string_map(node, path)
         if not isinstance(node, yaml.ScalarNode):
@@ -162,7 +166,7 @@ class _Checker:
             return INVALID
         return checked
 
-    def string_list(self, node: yaml.Node, path: str) -> Any:
+    def string_list(self, node: yaml.Node, path: str, key: Key) -> Any:
         if not isinstance(node, yaml.SequenceNode):
             self.problem(node, path, f"'{path}' must be a list")
             return INVALID
@@ -176,6 +180,11 @@ class _Checker:
             why = bad_text(str(item.value))
             if why:
                 self.problem(item, path, f"'{path}': item {show(item.value)} {why}")
+                return INVALID
+            if key.pattern and not re.fullmatch(key.pattern, str(item.value)):
+                form = f" ({key.form})" if key.form else ""
+                self.problem(item, path, f"'{path}': item {show(item.value)} is not in the "
+                             f"expected form{form}")
                 return INVALID
             items.append(str(item.value))
         return items
@@ -243,6 +252,7 @@ def _cross_checks(config: Config) -> None:
         if not _exists(Path(script)) and not _exists(here / script):
             add("script", f"script {show(script)} does not exist (yet?)", "warning")
     deepspeed_job.check(config, add)
+    slurm_export.check(v, add)
 
 
 def _exists(path: Path) -> bool:

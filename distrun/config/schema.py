@@ -12,10 +12,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from distrun import launch_rules as rules
-from distrun.launch_rules import DEFAULT_MASTER_PORT, DEFAULTS, NPROC_WORDS
+from distrun.launch_rules import DEFAULT_MASTER_PORT, DEFAULTS, NPROC_WORDS, SLURM_TASKS
 
 __all__ = ["DEEPSPEED_BUILT", "KEYS", "NPROC_WORDS", "Key", "defaults", "json_schema"]
 DEEPSPEED_OFFLOAD = ("none", "cpu")
+# A pyxis mount: SRC, SRC:DST or SRC:DST:FLAGS (flags such as ro, rprivate, joined by +);
+# commas separate mounts on srun's line, so none in an entry
+MOUNT = r"^[^,:]+(:[^,:]+(:[a-z]+(\+[a-z]+)*)?)?$"
 # The `deepspeed:` keys have no default of their own (left out: the config file decides);
 # a config built without a file takes these (clipping written out: DeepSpeed's is 1.0).
 DEEPSPEED_BUILT: dict[str, Any] = {"zero_stage": 2, "offload_optimizer": "none",
@@ -31,7 +34,8 @@ class Key:
     minimum: float | None = None
     maximum: float | None = None
     keys: dict[str, Key] = field(default_factory=dict)  # for kind == "section"
-    pattern: str | None = None
+    pattern: str | None = None  # the value's form (a list's: each item's)
+    form: str | None = None  # that form in words, for the message when a value breaks it
     rule: str | None = None  # host | port | endpoint: the launch rule checking the value
 
 
@@ -76,13 +80,27 @@ KEYS: dict[str, Key] = {
         "time": Key("str", "#SBATCH --time (minutes, HH:MM:SS or D-HH:MM:SS).", "01:00:00",
                     pattern=r"^(\d+-)?\d+(:\d{2}){0,2}$"),
         "gpus_per_node": Key("int", "#SBATCH --gpus-per-node (0: none).", 0, minimum=0),
-        "cpus_per_task": Key("int", "#SBATCH --cpus-per-task (one task per node).",
-                             minimum=1),
+        "cpus_per_task": Key("int", "#SBATCH --cpus-per-task (a task: a node's processes, "
+                             "or one rank with tasks: per-gpu).", minimum=1),
         "mem": Key("str", "#SBATCH --mem, e.g. 64G."),
         "constraint": Key("str", "#SBATCH --constraint."),
         "output": Key("str", "#SBATCH --output.", "distrun-%j.out"),
         "setup": Key("list", "Shell lines run before srun (modules, venv activation).", []),
         "extra": Key("list", "More #SBATCH options, e.g. '--exclusive'.", []),
+        "tasks": Key("str", "per-node: one task per node, whose distrun starts the node's "
+                     "processes; per-gpu: --ntasks-per-node=nproc_per_node, each task one "
+                     "rank (SLURM_PROCID).", SLURM_TASKS[0], choices=SLURM_TASKS),
+        "container_image": Key("str", "pyxis: srun --container-image, an enroot image "
+                               "(nvcr.io#nvidia/pytorch:24.05-py3) or a .sqsh file, with "
+                               "distrun in it.", pattern=r"^[^\s,]+$",
+                               form="one image name, no spaces or commas"),
+        "container_mounts": Key("list", "pyxis: srun --container-mounts, each "
+                                "SRC[:DST[:FLAGS]] (FLAGS joined by +, e.g. ro+rprivate).",
+                                [], pattern=MOUNT, form="SRC[:DST[:FLAGS]], no commas"),
+        "container_workdir": Key("str", "pyxis: srun --container-workdir, the folder the "
+                                 "job starts in, inside the container (default: the "
+                                 "image's).", pattern=r"^[^\s,]+$",
+                                 form="one path, no spaces or commas"),
     }),
     "kubernetes": Key("section", "Only for `config export --format kubernetes` (a "
                       "PyTorchJob) and `--format trainjob` (a TrainJob).", keys={
@@ -175,7 +193,9 @@ def _key_schema(key: Key) -> dict[str, Any]:
         schema["minimum"] = key.minimum
     if key.maximum is not None:
         schema["maximum"] = key.maximum
-    if key.pattern:
+    if key.pattern and key.kind == "list":
+        schema["items"]["pattern"] = key.pattern
+    elif key.pattern:
         schema["pattern"] = key.pattern
     if key.default is not None:
         schema["default"] = key.default

@@ -76,7 +76,8 @@ def _text(key: Key, value: Any) -> Any:
         more = f"; did you mean '{hint[0]}'?" if hint else ""
         return Bad(f"{show(text)} is not one of {', '.join(key.choices)}{more}")
     if key.pattern and not re.fullmatch(key.pattern, text):
-        return Bad(f"{show(text)} is not in the expected form")
+        return Bad(f"{show(text)} is not in the expected form" + (
+            f" ({key.form})" if key.form else ""))
     if key.rule == "host":
         return _verdict(rules.host("", text), text)
     if key.rule == "endpoint":

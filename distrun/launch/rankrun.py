@@ -1,12 +1,14 @@
 """One worker of a job that DeepSpeed's launcher starts (`--launcher deepspeed`).
 
-    python -m distrun.launch.rankrun [--log-dir=DIR] -- SCRIPT ARGS...   (or -- -m MODULE ...)
+    python -m distrun.launch.rankrun [--folder=NAME] [--log-dir=DIR] -- SCRIPT ARGS...
+                                                                 (or -- -m MODULE ...)
 
 DeepSpeed's launcher shows its workers' output untagged and, when one fails, stops the
 others and exits with its code: nothing says which rank failed or why. This wrapper runs
 the worker (`python -u SCRIPT ARGS`) and gives distrun's runner what torchrun gives it:
 each output line tagged `[default<LOCAL_RANK>]:`, the worker's standard error kept in
-DIR/deepspeed/attempt_0/<LOCAL_RANK>/stderr.log, and how it ended in exit.json beside it.
+DIR/NAME/attempt_0/<LOCAL_RANK>/stderr.log (NAME: deepspeed unless given), and how it
+ended in exit.json beside it. It also runs the one rank of a SLURM task (backends/task.py).
 SIGTERM and SIGINT go on to the worker; the wrapper then ends as the worker did (its
 exit code, or the same signal), so the launcher sees the worker's own end. Standard
 library only: it starts in every worker.
@@ -27,13 +29,15 @@ from typing import IO, BinaryIO
 
 
 def main(argv: list[str]) -> int:
-    log_dir = None
-    if argv and argv[0].startswith("--log-dir="):
-        log_dir, argv = argv[0].split("=", 1)[1], argv[1:]
+    options = {"--log-dir": "", "--folder": "deepspeed"}
+    while argv and argv[0].partition("=")[0] in options:
+        name, _, value = argv[0].partition("=")
+        options[name], argv = value, argv[1:]
     if argv and argv[0] == "--":
         argv = argv[1:]
+    log_dir = options["--log-dir"] or None
     local = int(os.environ.get("LOCAL_RANK", "0"))
-    folder = Path(log_dir, "deepspeed", "attempt_0", str(local)) if log_dir else None
+    folder = Path(log_dir, options["--folder"], "attempt_0", str(local)) if log_dir else None
     log: BinaryIO | None = None
     if folder is not None:
         folder.mkdir(parents=True, exist_ok=True)

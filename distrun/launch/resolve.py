@@ -25,7 +25,7 @@ from typing import TypeVar
 
 from distrun import netinfo
 from distrun.errors import LaunchError
-from distrun.launch import cluster
+from distrun.launch import cluster, slurm_tasks
 from distrun.launch.spec import LaunchRequest, LaunchSpec
 from distrun.launch.validate import Checked, validate
 from distrun.launch_rules import DEFAULT_MASTER_PORT
@@ -46,7 +46,11 @@ def resolve(req: LaunchRequest, environ: Mapping[str, str] | None = None) -> Lau
 def from_cluster(req: LaunchRequest, environ: Mapping[str, str]
                  ) -> tuple[LaunchRequest, list[str]]:
     """`req` with what the scheduler tells filled in where the user gave nothing, and a
-    note saying what came from where (nothing with an explicit --rdzv-endpoint)."""
+    note saying what came from where (nothing with an explicit --rdzv-endpoint). A SLURM
+    task that is one rank (slurm_tasks.py) gets that rank's values."""
+    task = slurm_tasks.detect(environ, req.slurm_tasks)
+    if task is not None:
+        return slurm_tasks.fill(req, task, environ)
     found = cluster.detect(environ) if req.rdzv_endpoint is None else None
     if found is None:
         return req, []
@@ -80,6 +84,9 @@ def settle(checked: Checked, environ: Mapping[str, str], notes: list[str]) -> La
     master_addr = checked.master_addr or "127.0.0.1"
     master_port = _master_port(checked, master_addr, notes)
     env = dict(checked.env)
+    log_dir = checked.log_dir
+    if checked.task is not None and log_dir:  # tasks may share the folder: one each
+        log_dir = str(Path(log_dir) / f"rank{checked.task.rank}")
     checked = _restartable(checked, master_addr, master_port, notes)
     plan = checked.plan
     local_addr = _local_addr(checked, master_addr, env, environ, notes)
@@ -92,10 +99,10 @@ def settle(checked: Checked, environ: Mapping[str, str], notes: list[str]) -> La
         rdzv_backend=plan.rendezvous, rdzv_endpoint=checked.endpoint, rdzv_is_host=is_host,
         local_addr=local_addr, rdzv_conf=tuple(sorted(plan.conf.items())),
         rdzv_id=checked.rdzv_id, max_restarts=checked.max_restarts,
-        log_dir=checked.log_dir or _temporary_log_dir(), launcher=plan.launcher,
+        log_dir=log_dir or _temporary_log_dir(), launcher=plan.launcher,
         mixed_precision=checked.mixed_precision, env=tuple(sorted(env.items())),
         timeout=checked.timeout, cpu=plan.launcher == "accelerate" and not _gpus(),
-        notes=tuple(notes), keep_logs=checked.log_dir is not None)
+        notes=tuple(notes), keep_logs=checked.log_dir is not None, task=checked.task)
 
 
 def _restartable(checked: Checked, master_addr: str, master_port: int, notes: list[str]
@@ -160,7 +167,8 @@ def _master_port(checked: Checked, master_addr: str, notes: list[str]) -> int:
     if port is None:
         port = free_port()
         notes.append(f"master port {port} chosen (free on this machine)")
-    elif not checked.multi_node or checked.plan.node_rank == 0:
+    elif (not checked.multi_node or checked.plan.node_rank == 0) and (
+            checked.task is None or checked.task.rank == 0):  # where it will be listened on
         err = netinfo.bind_error(master_addr if checked.multi_node else "127.0.0.1", port)
         if err is not None and err.errno == errno.EADDRINUSE:
             raise LaunchError(f"master port {port} is already in use on this machine",

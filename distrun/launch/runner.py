@@ -35,6 +35,7 @@ from distrun.launch.failures import (
     attempts,
     exit_records,
     free_space,
+    lost_peer,
     parse_failures,
     read_error,
     taken_port,
@@ -186,7 +187,8 @@ def _waiting_for_nodes(spec: LaunchSpec, progress: Progress, show: Callable[[str
     meet = spec.rdzv_endpoint or f"{spec.master_addr}:{spec.master_port}"
 
     def tick() -> None:
-        if spec.max_nodes == 1 or (progress.idle() >= 0 and progress.seen_worker):
+        if spec.max_nodes == 1 or spec.task is not None or (
+                progress.idle() >= 0 and progress.seen_worker):
             meeting.stop()
             return
         waited = time.monotonic() - started
@@ -242,11 +244,12 @@ def _supervise(proc: subprocess.Popen[bytes], spec: LaunchSpec, stop: _StopReque
             waits = where() if where is not None else []
             watcher.quiet = True
             _stop_job(proc, signal.SIGTERM)
-            nproc = spec.nproc_per_node if isinstance(spec.nproc_per_node, int) else 0
+            first = spec.task.rank - spec.task.local_rank if spec.task else (
+                0 if spec.max_nodes == 1 else None)
             return RunResult(
                 EXIT_HUNG, "hung", log_dir=spec.log_dir,
                 detail=f"no output from any rank for {spec.timeout:g} s",
-                ended_early=_ended_early(nproc, live, 0 if spec.max_nodes == 1 else None),
+                ended_early=_ended_early(_local_ranks(spec), live, first),
                 waits=waits)
     return RunResult(0, "ok", log_dir=spec.log_dir)
 
@@ -256,19 +259,21 @@ def _explain_failure(result: RunResult, agent_lines: list[str], spec: LaunchSpec
     another process took, or the launcher's last lines."""
     agent_output = "\n".join(agent_lines)
     result.failures = parse_failures(agent_output)
-    if spec.launcher == "deepspeed" and spec.log_dir:
+    if (spec.launcher == "deepspeed" or spec.task is not None) and spec.log_dir:
         result.failures = exit_records(spec.log_dir)
     if spec.log_dir:
         for failure in result.failures:  # the others' too: whether they failed on their own
             failure.error = read_error(spec.log_dir, failure.local_rank)
+            if spec.task is not None and lost_peer(failure.error) is not None:
+                failure.root_cause = False  # the first failure is another task's
     port = taken_port(agent_output)
     if not result.failures and port is not None:
         result.reason, result.exit_code, result.detail = "port-taken", EXIT_BAD_INPUT, str(port)
     elif not result.failures:
         result.detail = "\n".join(agent_lines[-15:])
     failed = {f.local_rank: f.rank - f.local_rank for f in result.failures}
-    nproc = spec.nproc_per_node if isinstance(spec.nproc_per_node, int) else 0
-    result.ended_early = _ended_early(nproc, set(failed), next(iter(failed.values()), None))
+    result.ended_early = _ended_early(_local_ranks(spec), set(failed),
+                                      next(iter(failed.values()), None))
 
 
 def _finish_logs(result: RunResult, spec: LaunchSpec) -> RunResult:
@@ -282,14 +287,21 @@ def _finish_logs(result: RunResult, spec: LaunchSpec) -> RunResult:
     return result
 
 
-def _ended_early(nproc: int, still: set[int], offset: int | None,
+def _local_ranks(spec: LaunchSpec) -> list[int]:
+    """The local ranks this distrun runs: its node's, or a SLURM task's one."""
+    if spec.task is not None:
+        return [spec.task.local_rank]
+    return list(range(spec.nproc_per_node if isinstance(spec.nproc_per_node, int) else 0))
+
+
+def _ended_early(local_ranks: list[int], still: set[int], offset: int | None,
                  ) -> list[tuple[int | None, int]]:
     """The local ranks (with their global rank where `offset` tells it) not among `still`:
     the ranks that failed, or that were still running. Nothing when `still` is empty."""
     if not still:
         return []
     return [(None if offset is None else offset + local, local)
-            for local in range(nproc) if local not in still]
+            for local in local_ranks if local not in still]
 
 
 class _StopRequest:

@@ -13,6 +13,18 @@ from dataclasses import dataclass, field
 from distrun.launch_rules import DEFAULT_MASTER_PORT
 
 
+@dataclass(frozen=True)
+class TaskRank:
+    """The one rank a `distrun launch` runs when the scheduler started it once per rank
+    (SLURM's one task per GPU: `srun --ntasks-per-node=K distrun launch ...`): its place in
+    the job, as the scheduler gave it (slurm_tasks.py)."""
+
+    rank: int  # RANK: SLURM_PROCID
+    local_rank: int  # LOCAL_RANK: SLURM_LOCALID
+    world_size: int  # WORLD_SIZE: the step's tasks
+    local_world_size: int  # LOCAL_WORLD_SIZE: the step's tasks on this node
+
+
 @dataclass
 class LaunchRequest:
     script: str | None = None
@@ -33,6 +45,8 @@ class LaunchRequest:
     mixed_precision: str | None = None
     env: dict[str, str] = field(default_factory=dict)
     timeout: float | None = None
+    slurm_tasks: str | None = None  # per-node | per-gpu | None: told by the job (--slurm-tasks)
+    task: TaskRank | None = None  # filled in by resolve, one task per rank (never typed)
     # setting (as the config names it: nnodes, rdzv.endpoint) -> "FILE:LINE", for the values
     # a config file gave (and no flag replaced): errors about them name the key, not a flag
     origin: dict[str, str] = field(default_factory=dict)
@@ -64,6 +78,7 @@ class LaunchSpec:
     env: tuple[tuple[str, str], ...] = ()
     timeout: float | None = None
     cpu: bool = False  # no GPU on this node: the processes compute on the CPU (gloo)
+    task: TaskRank | None = None  # SLURM started this distrun once per rank: run that rank
     notes: tuple[str, ...] = ()
     keep_logs: bool = True  # False: a log folder distrun made, removed after a clean run
 
@@ -76,7 +91,6 @@ class LaunchSpec:
     @property
     def elastic(self) -> bool:
         return self.min_nodes != self.max_nodes
-
 
 
 @dataclass(frozen=True)

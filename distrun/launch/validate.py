@@ -15,7 +15,7 @@ from typing import TypeVar
 
 from distrun import launch_rules as rules
 from distrun.errors import LaunchError
-from distrun.launch.spec import LaunchRequest
+from distrun.launch.spec import LaunchRequest, TaskRank
 from distrun.launch_rules import FLAGS, Verdict
 
 T = TypeVar("T")
@@ -40,6 +40,7 @@ class Checked:
     env: Mapping[str, str] = field(default_factory=dict)
     log_dir: str | None = None
     timeout: float | None = None
+    task: TaskRank | None = None  # SLURM started one task per rank: this one
 
     @property
     def multi_node(self) -> bool:
@@ -77,7 +78,8 @@ def validate(req: LaunchRequest) -> Checked:
         master_addr=req.master_addr or None, master_port=req.master_port,
         endpoint=plan.endpoint,
         rdzv_id=req.rdzv_id or str(rules.DEFAULTS["rdzv.id"]),
-        max_restarts=req.max_restarts or 0, mixed_precision=mixed, env=dict(req.env))
+        max_restarts=req.max_restarts or 0, mixed_precision=mixed, env=dict(req.env),
+        task=req.task)
 
 
 def _plan(req: LaunchRequest, launcher: str, nnodes: tuple[int, int]) -> rules.Plan:

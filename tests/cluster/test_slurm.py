@@ -6,11 +6,14 @@ slurmctld, slurmd and munge really running (see conftest.py and slurm_rig.sh).
   SLURM's variables, and the world forms across the two addresses.
 - `srun distrun launch` directly does the same.
 - A crashing rank fails the SLURM job, with distrun's report in the job's output.
+- `slurm.tasks: per-gpu`: one `distrun launch` per task, each running one rank; its
+  container options (pyxis) are recorded by a stand-in srun, pyxis cannot run here.
 """
 
 from __future__ import annotations
 
 import re
+import shutil
 import subprocess
 import sys
 import time
@@ -128,3 +131,52 @@ def test_a_crashing_rank_fails_the_slurm_job_with_distruns_report(slurm: dict[st
     assert "rank 1 (local rank 0)" in output or (
         "lost peer: the process at 10.215.77.2 went away" in output
         and "it may be another node" in output), output
+
+
+TASK_JOB = """\
+import os, sys, torch, torch.distributed as dist
+dist.init_process_group("gloo")
+rank, world = dist.get_rank(), dist.get_world_size()
+t = torch.tensor([float(rank + 1)]); dist.all_reduce(t)
+sys.stdout.write(f"rank {rank} local {os.environ['LOCAL_RANK']} of "
+                 f"{os.environ['LOCAL_WORLD_SIZE']} world {world} sum {t.item():g} "
+                 f"task {os.environ['SLURM_PROCID']}\\n")
+dist.destroy_process_group()
+"""
+PYXIS_STAND_IN = """#!/bin/bash
+# pyxis's options recorded and dropped, the rest given to the real srun
+kept=()
+for word in "$@"; do
+    case "$word" in
+        --container-*) printf '%s\\n' "$word" >> "$(dirname "$0")/pyxis.args" ;;
+        *) kept+=("$word") ;;
+    esac
+done
+exec SRUN "${kept[@]}"
+"""
+
+
+def test_per_gpu_export_runs_one_rank_per_task(slurm: dict[str, str], tmp_path: Path) -> None:
+    """One node, two tasks (two processes for the rig's cores): each task's distrun runs one
+    rank, LOCAL_RANK from SLURM_LOCALID; one distrun per node would have started 2 x 2."""
+    (tmp_path / "job.py").write_text(TASK_JOB)
+    stand_in = tmp_path / "bin"
+    stand_in.mkdir()
+    srun = shutil.which("srun", path=slurm.get("PATH"))
+    assert srun is not None
+    (stand_in / "srun").write_text(PYXIS_STAND_IN.replace("SRUN", srun))
+    (stand_in / "srun").chmod(0o755)
+    (tmp_path / "distrun.yaml").write_text(
+        "script: job.py\nnnodes: 1\nnproc_per_node: 2\ntimeout: 60\nslurm:\n"
+        "  job_name: distrun-rig\n  time: \"00:05:00\"\n  tasks: per-gpu\n"
+        "  container_image: example.org#distrun/job:1\n"
+        "  container_mounts: [\"$SLURM_SUBMIT_DIR:/job\"]\n"
+        f"  setup:\n    - export PATH={stand_in}:{Path(sys.executable).parent}:$PATH\n")
+    code, job, output = _sbatch(_export(tmp_path), slurm)
+    assert code == 0, output
+    assert _ranks(output) == [f"rank {r} local {r} of 2 world 2 sum 3 task {r}" for r in (0, 1)]
+    for rank in (0, 1):
+        assert (f"from the SLURM job {job}, one rank per task (--slurm-tasks per-gpu): rank "
+                f"{rank} of 2, local rank {rank} of 2 on node 0, master drn1:") in output
+    assert (tmp_path / "bin" / "pyxis.args").read_text().splitlines() == [
+        "--container-image=example.org#distrun/job:1", f"--container-mounts={tmp_path}:/job"]

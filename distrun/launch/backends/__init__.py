@@ -8,6 +8,10 @@ from distrun.launch.spec import Command, LaunchSpec
 
 
 def build(spec: LaunchSpec) -> Command:
+    if spec.task is not None:  # SLURM started this rank: no launcher between
+        from distrun.launch.backends import task
+
+        return task.build(spec)
     if spec.launcher == "accelerate":
         from distrun.launch.backends import accelerate
 
