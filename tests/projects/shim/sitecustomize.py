@@ -67,6 +67,10 @@ DISTRUN_SHIM_CAPTURE_DDP=PATH
                             state_dict} of the module wrapped by the last
                             DistributedDataParallel made in that process (an mp.spawn
                             worker's model lives in a function: CAPTURE cannot see it).
+DISTRUN_SHIM_MAIN_GLOBALS=NAME=VALUE;...
+                            the script's top-level constants NAME (literals, no argparse:
+                            `max_iters = 3000`) rebound to VALUE right after the script
+                            binds them, the file unchanged (_distrun_shim/main_globals.py).
 """
 
 from __future__ import annotations
@@ -83,6 +87,11 @@ if os.environ.get("DISTRUN_SHIM_SEED_BY_RANK") == "1":
     from _distrun_shim import knobs as _knobs
 
     _knobs.seed_by_rank()
+
+if os.environ.get("DISTRUN_SHIM_MAIN_GLOBALS"):
+    from _distrun_shim import main_globals as _main_globals
+
+    _main_globals.override(os.environ["DISTRUN_SHIM_MAIN_GLOBALS"])
 
 if os.environ.get("DISTRUN_SHIM_PATH_MAP"):
     from _distrun_shim import knobs as _knobs

@@ -1,0 +1,54 @@
+"""The shim's DISTRUN_SHIM_MAIN_GLOBALS knob (shim/_distrun_shim/main_globals.py): a
+script's top-level constants rebound at run time, the file unchanged. Real processes with
+the shared shim first on PYTHONPATH, as the harness runs projects; no torch imported."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.projects.harness import SHARED_SHIM
+
+SCRIPT = """\
+max_iters = 3000
+eval_iters = 200
+half = max_iters // 2
+steps = sum(1 for _ in range(max_iters))
+print(steps, eval_iters, half)
+"""
+
+
+def _run(tmp_path: Path, argv: list[str], knob: str | None) -> str:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DISTRUN_SHIM_")}
+    env["PYTHONPATH"] = str(SHARED_SHIM)
+    if knob is not None:
+        env["DISTRUN_SHIM_MAIN_GLOBALS"] = knob
+    done = subprocess.run([sys.executable, *argv], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
+
+
+def test_top_level_constants_are_rebound_after_the_script_binds_them(tmp_path: Path) -> None:
+    (tmp_path / "train.py").write_text(SCRIPT)
+    assert _run(tmp_path, ["train.py"], None) == "3000 200 1500"
+    # only the first binding is replaced; what is computed from it follows
+    assert _run(tmp_path, ["train.py"], "max_iters=40;eval_iters=4") == "40 4 20"
+    # a name the script never binds changes nothing
+    assert _run(tmp_path, ["train.py"], "other=1") == "3000 200 1500"
+
+
+def test_a_script_run_as_main_by_another_file_is_rebound(tmp_path: Path) -> None:
+    """`distrun launch --check` starts check/boot.py, which runs the script with runpy
+    in a fresh `__main__`."""
+    (tmp_path / "train.py").write_text(SCRIPT)
+    (tmp_path / "boot.py").write_text(
+        "import runpy, sys\nrunpy.run_path(sys.argv[1], run_name='__main__')\n")
+    assert _run(tmp_path, ["boot.py", "train.py"], "max_iters=7") == "7 200 3"
+
+
+def test_processes_not_started_on_a_file_are_left_alone(tmp_path: Path) -> None:
+    assert _run(tmp_path, ["-c", "max_iters = 3000\nprint(max_iters)"],
+                "max_iters=5") == "3000"
