@@ -36,6 +36,7 @@ from distrun.convert.object_flow import Place
 from distrun.convert.transforms.batch_samplers import share_batch_sampler
 from distrun.convert.transforms.batches import share_hand_made
 from distrun.convert.transforms.epochs import place_set_epoch, set_epoch_on_new_iterators
+from distrun.convert.transforms.full_batch import full_batch
 from distrun.convert.transforms.loader_holders import holder_names
 from distrun.convert.transforms.loader_names import (
     EVAL_NAME,
@@ -147,7 +148,8 @@ def plan_data(ctx: Context) -> None:
     rebuilt = rebuild_unseen_loaders(ctx, loops, built)
     sharded, epoched = sharded | rebuilt, epoched | rebuilt
     hand_made = share_hand_made(ctx, sharded)
-    if not loaders and not sharded and not hand_made and not share_random_draws(ctx):
+    if not loaders and not sharded and not hand_made and not share_random_draws(ctx) \
+            and not full_batch(ctx):
         plan.finding(None, "data.no_loader",
                      "no DataLoader found: batches seem to be built by hand, "
                      "so every rank would train on the same data",
