@@ -44,7 +44,9 @@ def done_line(result: RunResult, spec: LaunchSpec, exit_code: int) -> str:
     """The one line that ends a job that ran to its end: ranks, time, exit code."""
     nproc = spec.nproc_per_node
     ranks = counted(nproc, "rank") if isinstance(nproc, int) else f"{nproc} ranks"
-    if spec.max_nodes > 1:
+    if spec.launcher == "ray":
+        ranks = f"{counted(spec.ranks_here, 'rank')} (Ray Train workers)"
+    elif spec.max_nodes > 1:
         node = f"node {spec.node_rank} of {spec.nnodes}" if spec.rdzv_backend == "static" \
             else f"{spec.nnodes} nodes"
         ranks += f" on this node ({node})"
@@ -78,7 +80,7 @@ def _port_taken_lines(result: RunResult, spec: LaunchSpec) -> list[str]:
 
 
 def _hung_lines(result: RunResult, spec: LaunchSpec) -> list[str]:
-    if spec.max_nodes > 1 and not _started(result):
+    if spec.meets_other_nodes and not _started(result):
         meet = spec.rdzv_endpoint or f"{spec.master_addr}:{spec.master_port}"
         host, _, port = meet.rpartition(":")
         return [f"distrun: error: this node did not meet the other nodes within "
@@ -183,7 +185,7 @@ def _lost_peer_lines(error: str, spec: LaunchSpec) -> list[str]:
         return []
     where = f"the process at {peer}" if peer else "a peer process"
     node = ("; it may be another node: look at that node's output and logs"
-            if spec.max_nodes > 1 else "")
+            if spec.meets_other_nodes else "")
     return [f"  lost peer: {where} went away (crashed, killed, or cut off from the network) "
             f"and this rank failed because of it{node}"]
 

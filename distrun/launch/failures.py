@@ -85,13 +85,14 @@ def parse_failures(agent_output: str) -> list[Failure]:
     return failures
 
 
-def exit_records(log_dir: str) -> list[Failure]:
-    """The failed workers of a DeepSpeed-launched job, from the exit.json each worker's
-    wrapper (`distrun.launch.rankrun`) wrote: the first to fail on its own is the root
-    cause (a rank that only lost a peer comes after those that did not); those the
-    launcher stopped come last."""
+def exit_records(log_dir: str, launcher: str = "deepspeed") -> list[Failure]:
+    """The failed workers of a job whose launcher prints no failure table, from the
+    exit.json written for each (DeepSpeed: by each worker's wrapper,
+    `distrun.launch.rankrun`; Ray: by the driver, `distrun.launch.ray_driver`): the
+    first to fail on its own is the root cause (a rank that only lost a peer comes after
+    those that did not); those the launcher stopped come last."""
     records = []
-    for path in Path(log_dir).glob("deepspeed/attempt_*/*/exit.json"):
+    for path in Path(log_dir).glob(f"{launcher}/attempt_*/*/exit.json"):
         try:
             records.append(json.loads(path.read_text()))
         except (OSError, ValueError):

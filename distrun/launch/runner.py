@@ -186,7 +186,7 @@ def _waiting_for_nodes(spec: LaunchSpec, progress: Progress, show: Callable[[str
     meet = spec.rdzv_endpoint or f"{spec.master_addr}:{spec.master_port}"
 
     def tick() -> None:
-        if spec.max_nodes == 1 or (progress.idle() >= 0 and progress.seen_worker):
+        if not spec.meets_other_nodes or (progress.idle() >= 0 and progress.seen_worker):
             meeting.stop()
             return
         waited = time.monotonic() - started
@@ -242,11 +242,11 @@ def _supervise(proc: subprocess.Popen[bytes], spec: LaunchSpec, stop: _StopReque
             waits = where() if where is not None else []
             watcher.quiet = True
             _stop_job(proc, signal.SIGTERM)
-            nproc = spec.nproc_per_node if isinstance(spec.nproc_per_node, int) else 0
+            nproc = spec.ranks_here if isinstance(spec.nproc_per_node, int) else 0
             return RunResult(
                 EXIT_HUNG, "hung", log_dir=spec.log_dir,
                 detail=f"no output from any rank for {spec.timeout:g} s",
-                ended_early=_ended_early(nproc, live, 0 if spec.max_nodes == 1 else None),
+                ended_early=_ended_early(nproc, live, None if spec.meets_other_nodes else 0),
                 waits=waits)
     return RunResult(0, "ok", log_dir=spec.log_dir)
 
@@ -256,8 +256,8 @@ def _explain_failure(result: RunResult, agent_lines: list[str], spec: LaunchSpec
     another process took, or the launcher's last lines."""
     agent_output = "\n".join(agent_lines)
     result.failures = parse_failures(agent_output)
-    if spec.launcher == "deepspeed" and spec.log_dir:
-        result.failures = exit_records(spec.log_dir)
+    if spec.launcher in ("deepspeed", "ray") and spec.log_dir:
+        result.failures = exit_records(spec.log_dir, spec.launcher)
     if spec.log_dir:
         for failure in result.failures:  # the others' too: whether they failed on their own
             failure.error = read_error(spec.log_dir, failure.local_rank)
@@ -267,7 +267,7 @@ def _explain_failure(result: RunResult, agent_lines: list[str], spec: LaunchSpec
     elif not result.failures:
         result.detail = "\n".join(agent_lines[-15:])
     failed = {f.local_rank: f.rank - f.local_rank for f in result.failures}
-    nproc = spec.nproc_per_node if isinstance(spec.nproc_per_node, int) else 0
+    nproc = spec.ranks_here if isinstance(spec.nproc_per_node, int) else 0
     result.ended_early = _ended_early(nproc, set(failed), next(iter(failed.values()), None))
 
 
