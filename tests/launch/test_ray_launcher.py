@@ -16,6 +16,7 @@ import json
 import socket
 import subprocess
 import sys
+import sysconfig
 import time
 from pathlib import Path
 
@@ -229,3 +230,42 @@ def test_a_failing_rank_is_named_with_its_error(tmp_path: Path) -> None:
     assert "| ValueError: boom on purpose in rank 1" in report
     assert "rank 0 (local rank 0) on " in report and "[ended early]" not in report
     assert_no_ray_process_left(str(tmp_path))
+
+
+def test_once_a_rank_has_printed_a_busy_launcher_is_not_progress() -> None:
+    """Ray's workers have no LOCAL_RANK in their environment when they start, and Ray's
+    own processes (raylet, gcs_server) use the CPU for as long as the cluster runs: the
+    hang detector counts the silence of the ranks once one of them has printed."""
+    from distrun.launch.progress import Progress
+
+    busy = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        progress = Progress(busy.pid)
+        deadline = time.monotonic() + 60
+        while len(progress.cpu) < 2:  # the launcher's CPU sampled: it is busy
+            progress.idle()
+            time.sleep(0.1)
+        progress.output(0)
+        while progress.idle() < 3.0:  # the launcher's CPU no longer resets it
+            assert time.monotonic() < deadline, "the busy launcher still counts as progress"
+            time.sleep(0.1)
+    finally:
+        busy.kill()
+        busy.wait()
+
+
+def test_a_hang_report_finds_the_script_in_the_thread_that_runs_it(tmp_path: Path) -> None:
+    """faulthandler's stacks of a Ray worker: its main thread is Ray's, the script runs
+    in the training thread; the report shows the script's frames, from that thread."""
+    from distrun.check.waits import _main_frames
+
+    ours = str(ROOT)  # distrun's own files
+    script = str(tmp_path / "train.py")
+    stacks = (f'Thread 0x00007f65462bd6c0 (most recent call first):\n'
+              f'  File "{script}", line 3 in wait_for_batch\n'
+              f'  File "{script}", line 9 in <module>\n'
+              f'  File "{ours}/distrun/launch/ray_worker.py", line 139 in _run\n\n'
+              f'Current thread 0x00007f65470a3b80 (most recent call first):\n'
+              f'  File "{sysconfig.get_paths()["stdlib"]}/threading.py", line 1119 in join\n')
+    assert [(f.line, f.function) for f in _main_frames(stacks)] == [
+        (3, "wait_for_batch"), (9, "<module>")]
