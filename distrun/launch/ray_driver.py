@@ -193,12 +193,11 @@ def _failed(err: Exception, workers: int, output: RayOutput) -> int:
         return 1
     output.wait_ends(set(failed), LAST_LINES_SECONDS)
     for rank, (code, host, error) in sorted(failed.items()):
-        output.record_exit(rank, host, code, error=error)
-    host = next(iter(failed.values()))[1]
+        output.record_exit(rank, host or output.host(rank, "?"), code, error=error)
     for rank in sorted(set(range(workers)) - set(failed)):
         ended = output.exit_of(rank)  # failed too, after Ray had its first failure
         if ended is None:
-            output.record_exit(rank, host, STOPPED, stopped=True)
+            output.record_exit(rank, output.host(rank, "?"), STOPPED, stopped=True)
         elif ended[0] != 0:
             output.record_exit(rank, ended[1], ended[0])
     return 1
@@ -207,7 +206,8 @@ def _failed(err: Exception, workers: int, output: RayOutput) -> int:
 def _failed_ranks(err: Exception) -> dict[int, tuple[int, str, str]]:
     """Rank -> (exit code, host, error) of the ranks Ray Train says failed (its
     WorkerGroupError's `worker_failures`); a rank whose error is not distrun's
-    RankFailed (Ray's own, such as a worker process that died) has exit code 1."""
+    RankFailed (Ray's own, such as a worker process that died) has exit code 1 and no
+    host."""
     found: dict[int, tuple[int, str, str]] = {}
     failures = getattr(err, "worker_failures", None)
     if not isinstance(failures, dict):
@@ -217,7 +217,7 @@ def _failed_ranks(err: Exception) -> dict[int, tuple[int, str, str]]:
         if cause is not None:
             found[int(rank)] = (cause.exit_code, cause.host, cause.error)
         else:
-            found[int(rank)] = (1, "?", f"{type(error).__name__}: {error}")
+            found[int(rank)] = (1, "", f"{type(error).__name__}: {error}")
     return found
 
 

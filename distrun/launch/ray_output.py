@@ -32,6 +32,8 @@ from distrun.launch.ray_worker import END_OF_OUTPUT
 _RAY_PREFIX = re.compile(r"^(?:\x1b\[[0-9;]*m)?\((?:[^()]*? )?pid=[^()]*\)(?:\x1b\[[0-9;]*m)? ")
 _RANK = re.compile(r"^\[default(\d+)\]:")
 _END = re.compile(re.escape(END_OF_OUTPUT) + r" (-?\d+) on (.*)$")
+# Ray Train's controller, once the workers run: "- (ip=10.0.0.2, pid=123) world_rank=1, ..."
+_PLACED = re.compile(r"\(ip=(?P<ip>[^,()]+), pid=\d+\) world_rank=(?P<rank>\d+)\b")
 FOLDER = "ray"  # under the log folder; attempt_0/<RANK>/ as failures.py reads it
 
 
@@ -44,6 +46,7 @@ class RayOutput:
         self.lock = threading.Condition()
         self.ended: set[tuple[int, bool]] = set()  # (rank, is_err): END_OF_OUTPUT seen
         self.exits: dict[int, tuple[int, str]] = {}  # rank -> exit code, host (said there)
+        self.hosts: dict[int, str] = {}  # rank -> its node's address, as Ray Train said
         self.logs: dict[int, IO[str]] = {}
         self.ray_log: IO[str] | None = None
 
@@ -121,7 +124,15 @@ class RayOutput:
         log.write(text + "\n")
         log.flush()
 
+    def host(self, rank: int, default: str) -> str:
+        """The address of the node Ray Train placed `rank` on (`default` if not said)."""
+        with self.lock:
+            return self.hosts.get(rank, default)
+
     def _ray_line(self, text: str) -> None:
+        placed = _PLACED.search(text)
+        if placed is not None:
+            self.hosts[int(placed["rank"])] = placed["ip"]
         if self.folder is None:
             return
         if self.ray_log is None:

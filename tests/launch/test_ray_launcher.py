@@ -131,10 +131,13 @@ def test_the_driver_shows_the_ranks_lines_and_keeps_rays_own(tmp_path: Path) -> 
     output.line("(RayTrainWorker pid=7, ip=10.0.0.2) [default1]:loss 0.5", False)
     output.line("(RayTrainWorker pid=7) [default1]:Traceback (most recent call last):", True)
     output.line("(TrainController pid=5) Requesting resources: {'CPU': 1} * 2", False)
+    output.line("(TrainController pid=5) - (ip=10.0.0.3, pid=8) world_rank=2, local_rank=0, "
+                "node_rank=1", False)
     output.line(f"[default1]:{END_OF_OUTPUT} 1 on node-b", True)
     assert output.wait_ends({1}, 0.1) == {1}  # its standard output has not ended yet
     output.line(f"(RayTrainWorker pid=7) [default1]:{END_OF_OUTPUT} 1 on node-b", False)
     assert output.wait_ends({1}, 0.1) == set() and output.exit_of(1) == (1, "node-b")
+    assert output.host(2, "?") == "10.0.0.3" and output.host(0, "?") == "?"
     output.record_exit(1, "node-b", 1, error="ValueError: boom")
     output.close()
     assert out.getvalue() == "[default1]:loss 0.5\n"
