@@ -13,7 +13,7 @@ GPUs), each running ray_worker.run_rank. The output is sorted by ray_output.py; 
 job ends, the driver waits for the last lines of every rank that ended by itself, and
 for a failed job writes each rank's exit record where the runner reads it. Exit code:
 0, 1 when a rank (or Ray) failed, 2 when Ray Train cannot be imported, 128+N when
-stopped by signal N.
+stopped by signal N, 70 on an error of distrun's own (said, with its traceback).
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ import time
 from types import FrameType
 from typing import Any
 
+from distrun.errors import EXIT_INTERNAL
 from distrun.launch import procs
 from distrun.launch.ray_output import RankLines, RayOutput
 from distrun.launch.ray_worker import RankFailed, run_rank
@@ -56,6 +57,11 @@ def main(argv: list[str]) -> int:
         return _drive(options, output)
     except Stopped as stop:
         return 128 + stop.signum
+    except Exception:  # a bug (distrun's, Ray's): said, not left in ray.log with Ray's lines
+        import traceback
+
+        output.say(f"internal error:\n{traceback.format_exc().rstrip()}")
+        return EXIT_INTERNAL
     finally:
         output.close()
 
@@ -85,6 +91,8 @@ def _drive(options: argparse.Namespace, output: RayOutput) -> int:
     local = options.address is None
     if local:
         _own_token()
+        # no spot instance to watch on this machine: one Ray process less to start
+        os.environ.setdefault("RAY_TRAIN_ENABLE_PREEMPTION_WATCHER", "0")
     try:
         import ray
         from ray.train import RunConfig, ScalingConfig

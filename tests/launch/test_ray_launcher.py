@@ -272,3 +272,16 @@ def test_a_hang_report_finds_the_script_in_the_thread_that_runs_it(tmp_path: Pat
               f'  File "{sysconfig.get_paths()["stdlib"]}/threading.py", line 1119 in join\n')
     assert [(f.line, f.function) for f in _main_frames(stacks)] == [
         (3, "wait_for_batch"), (9, "<module>")]
+
+
+def test_the_driver_without_ray_train_says_how_to_install_it(tmp_path: Path) -> None:
+    """Ray installed without Ray Train's libraries (`pip install ray`): the driver's
+    import fails, and it says so on its real standard error (exit 2)."""
+    blocked = ("import sys; sys.modules['ray'] = None\n"
+               "from distrun.launch.ray_driver import main\n"
+               "sys.exit(main(sys.argv[1:]))\n")
+    result = run_cmd([sys.executable, "-c", blocked, "--workers=2", "--", "train.py"],
+                     cwd=tmp_path, env={"PYTHONPATH": str(ROOT)})
+    assert result.returncode == 2, result.stderr
+    assert "distrun: ray: Ray Train cannot be imported here" in result.stderr
+    assert "pip install 'distrun[ray]'" in result.stderr
