@@ -50,7 +50,8 @@ class RankFailed(Exception):
 
 def run_rank(config: dict[str, Any]) -> None:
     """Ray Train's train function: `config` holds `target` (the command line after
-    `python`), `env`, `omp` (OMP_NUM_THREADS) and `cwd` (the driver's folder)."""
+    `python`), `env`, `omp` (OMP_NUM_THREADS), `cwd` (the driver's folder) and
+    `master_addr` (rank 0's address where the driver knows it, else None)."""
     rank = int(os.environ.get("RANK", "0"))
     os.environ.update(config["env"])
     os.environ["DISTRUN_CHECK_END"] = "raise"  # --check-steps ends the script, not the worker
