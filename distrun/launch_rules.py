@@ -24,6 +24,9 @@ MAX_NODES = 65536
 MAX_NPROC = 4096
 TIMEOUT_MIN = 0.001  # seconds; --timeout must be positive
 LAUNCHERS = ("torchrun", "accelerate", "deepspeed")
+# Launchers of `distrun launch` only, not of a config file: one driver runs every node's
+# processes on a cluster of its own (Ray), which the per-node exports cannot describe.
+LAUNCH_ONLY = ("ray",)
 MIXED_PRECISION = ("no", "fp16", "bf16")
 # static and c10d only: every other part of distrun (is_host, --local-addr, rdzv.conf,
 # the shared-store fix, the exports) is written for c10d, and torch has deprecated etcd.

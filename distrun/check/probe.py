@@ -114,6 +114,8 @@ def _after_step(optimizer: torch.optim.Optimizer, _args: object, _kwargs: object
         record_params(state, optimizer, entry)
     if last:
         _end(state, "check-steps")
+        if os.environ.get("DISTRUN_CHECK_END") == "raise":  # a Ray worker: it lives on
+            raise SystemExit(0)
         os._exit(0)
     if closing:
         state.closing = True  # removed at the next loader call: not inside torch's hook loop
@@ -156,14 +158,23 @@ def _recording_init(init: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def _end(state: State, reason: str) -> None:
+    if state.ended:
+        return
+    state.ended = True
     steps = {str(entry.index): entry.steps for entry in state.optimizers.values()}
     state.fact("end", reason=reason, steps=steps, group=state.group)
     state.out.flush()
 
 
+def finish() -> None:
+    """The rank's end facts, written once: at exit, or when a worker that lives on
+    after the script (a Ray Train worker, ray_worker.py) says the script has ended."""
+    _at_exit()
+
+
 def _at_exit() -> None:
     state = probe_state.state
-    if state is not None and os.getpid() == state.pid:
+    if state is not None and os.getpid() == state.pid and not state.ended:
         _end(state, "exit")
         # Free what only the garbage collector frees (a DDP model in a reference cycle,
         # its reducer holding gloo work) while the interpreter is whole: freed during its

@@ -46,6 +46,7 @@ class State:
         self.current: Iteration | None = None
         self.written: set[str] = set()
         self.group = False
+        self.ended = False  # the end facts are written (once)
         self.pid = os.getpid()
 
     def fact(self, kind: str, **values: object) -> None:

@@ -88,8 +88,8 @@ class Session:
 
     @property
     def local(self) -> int:
-        nproc = self.spec.nproc_per_node
-        return nproc if isinstance(nproc, int) else 1
+        """The ranks whose facts come here (every rank, where one driver runs them all)."""
+        return self.spec.ranks_here
 
     def instrument(self, command: Command) -> Command:
         """`command` with each worker started through the probe's boot script."""

@@ -145,7 +145,9 @@ def _collective(path: Path) -> dict[str, object] | None:
 
 def _main_frames(text: str) -> list[Frame]:
     """The script's frames of the thread that took the signal (the main thread: Python
-    handles signals there), innermost first, as faulthandler lists them."""
+    handles signals there), innermost first, as faulthandler lists them; where that
+    thread has none, those of the first thread that has (a Ray Train worker runs the
+    script in a thread of its own)."""
     blocks: list[tuple[bool, list[Frame]]] = []
     for line in text.splitlines():
         head = _THREAD.match(line)
@@ -158,8 +160,13 @@ def _main_frames(text: str) -> list[Frame]:
     main = next((frames for current, frames in blocks if current), None)
     if main is None and blocks:
         main = blocks[-1][1]  # faulthandler lists the main thread last
-    return [f for f in main or [] if not f.path.startswith(_LIBRARY)
-            and not f.path.startswith("<")]
+    own = _own_frames(main or [])
+    return own or next((found for _, frames in blocks if (found := _own_frames(frames))), [])
+
+
+def _own_frames(frames: list[Frame]) -> list[Frame]:
+    """The frames of the script's own files (not the libraries', distrun's, frozen)."""
+    return [f for f in frames if not f.path.startswith(_LIBRARY) and not f.path.startswith("<")]
 
 
 def diagnose(waits: list[RankWait]) -> str:

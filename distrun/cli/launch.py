@@ -1,4 +1,5 @@
-"""`distrun launch`: run a script on N processes and N nodes through torchrun or accelerate."""
+"""`distrun launch`: run a script on N processes and N nodes through torchrun, accelerate,
+DeepSpeed's launcher or Ray Train."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from distrun.errors import EXIT_CHECK_FOUND, InputError
 from distrun.launch_rules import (
     DEFAULT_MASTER_PORT,
     DEFAULT_RDZV_PORT,
+    LAUNCH_ONLY,
     LAUNCHERS,
     MIXED_PRECISION,
     RDZV_BACKENDS,
@@ -111,6 +113,7 @@ Examples:
   distrun launch --nproc-per-node 2 train_ddp.py --epochs 3
   distrun launch --nnodes 2 --node-rank 0 --master-addr 10.0.0.1 train_ddp.py
   distrun launch --nnodes 2 --rdzv-endpoint 10.0.0.1:{DEFAULT_RDZV_PORT} train_ddp.py  # every node
+  distrun launch --launcher ray --nproc-per-node 2 train_ddp.py  # as Ray Train workers
 \b
 Every job of more than one process is checked in its first 8 optimizer
 steps: what is wrong with the distributed script is named as soon as the
@@ -146,8 +149,12 @@ Exit codes: 0 success; 1 a rank failed; 2 bad input (nothing started);
 @click.option("--max-restarts", type=int, help="Restarts of the worker group before failing.")
 @click.option("--log-dir", type=click.Path(file_okay=False), help="Keep every rank's "
               "stdout/stderr here (default: a temporary folder, removed after a clean run).")
-@click.option("--launcher", type=click.Choice(LAUNCHERS),
-              help="Launcher to run the job with (default torchrun).")
+@click.option("--launcher", type=click.Choice((*LAUNCHERS, *LAUNCH_ONLY)),
+              help="Launcher to run the job with (default torchrun; ray: the ranks as Ray "
+              "Train workers, on a local Ray cluster or the one at --address).")
+@click.option("--address", metavar="ADDRESS", help="--launcher ray: the Ray cluster to run "
+              "on (auto, HOST:PORT, ray://HOST:PORT; default RAY_ADDRESS, else a local "
+              "cluster started and stopped with the job).")
 @click.option("--mixed-precision", type=click.Choice(MIXED_PRECISION),
               help="Passed to accelerate; exported as DISTRUN_MIXED_PRECISION either way.")
 @click.option("--env", "env", multiple=True, metavar="KEY=VALUE", callback=_pairs,
@@ -302,9 +309,9 @@ def _shown(spec: LaunchSpec, ranks: frozenset[int] | None, prefix: bool) -> Show
     known: a static rendezvous with a number of processes)."""
     from distrun.launch.output import Shown
 
-    nproc = spec.nproc_per_node
-    if not isinstance(nproc, int):  # a word only in exports; resolve counts it here
+    if not isinstance(spec.nproc_per_node, int):  # a word only in exports; resolve counts it
         return Shown(ranks=ranks, prefix=prefix, offset=None)
+    nproc = spec.ranks_here
     if spec.task is not None:  # one SLURM task: its rank is one of its node's
         nproc = spec.task.local_world_size
     missing = sorted(r for r in ranks or () if r >= nproc)

@@ -48,6 +48,8 @@ def done_line(result: RunResult, spec: LaunchSpec, exit_code: int) -> str:
     if spec.task is not None:
         ranks = (f"rank {spec.task.rank} of {spec.task.world_size} (this SLURM task; local "
                  f"rank {spec.task.local_rank})")
+    elif spec.launcher == "ray":
+        ranks = f"{counted(spec.ranks_here, 'rank')} (Ray Train workers)"
     elif spec.max_nodes > 1:
         node = f"node {spec.node_rank} of {spec.nnodes}" if spec.rdzv_backend == "static" \
             else f"{spec.nnodes} nodes"
@@ -82,7 +84,7 @@ def _port_taken_lines(result: RunResult, spec: LaunchSpec) -> list[str]:
 
 
 def _hung_lines(result: RunResult, spec: LaunchSpec) -> list[str]:
-    if spec.max_nodes > 1 and not _started(result):
+    if spec.meets_other_nodes and not _started(result):
         meet = spec.rdzv_endpoint or f"{spec.master_addr}:{spec.master_port}"
         host, _, port = meet.rpartition(":")
         return [f"distrun: error: this node did not meet the other nodes within "
@@ -189,7 +191,7 @@ def _lost_peer_lines(error: str, spec: LaunchSpec) -> list[str]:
         return []
     where = f"the process at {peer}" if peer else "a peer process"
     node = ("; it may be another node: look at that node's output and logs"
-            if spec.max_nodes > 1 else "")
+            if spec.meets_other_nodes else "")
     if spec.task is not None:
         node = ("; it may be another SLURM task (each rank is one): look at the job's "
                 "output for the rank that failed first")

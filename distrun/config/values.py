@@ -71,6 +71,10 @@ def _text(key: Key, value: Any) -> Any:
     why = bad_text(text)
     if why:
         return Bad(f"{show(text)} {why}")
+    if key.choices == rules.LAUNCHERS and text in rules.LAUNCH_ONLY:
+        return Bad(f"{show(text)} is a launcher of `distrun launch` only (one command runs "
+                   "every node's ranks, which an export per node cannot describe): leave it "
+                   f"out and give --launcher {text} to `distrun launch --config`")
     if key.choices and text not in key.choices:
         hint = difflib.get_close_matches(text, key.choices, n=1)
         more = f"; did you mean '{hint[0]}'?" if hint else ""

@@ -85,13 +85,15 @@ def parse_failures(agent_output: str) -> list[Failure]:
     return failures
 
 
-def exit_records(log_dir: str) -> list[Failure]:
-    """The failed workers of a DeepSpeed-launched job (or of a SLURM task's one rank), from
-    the exit.json each worker's wrapper (`distrun.launch.rankrun`) wrote: the first to fail
-    on its own is the root cause (a rank that only lost a peer comes after those that did
-    not); those the launcher stopped come last."""
+def exit_records(log_dir: str, folder: str = "deepspeed") -> list[Failure]:
+    """The failed workers of a job whose launcher prints no failure table, from the
+    exit.json written for each under LOG_DIR/`folder` (DeepSpeed: by each worker's wrapper,
+    `distrun.launch.rankrun`; a SLURM task's one rank: the same wrapper; Ray: by the
+    driver, `distrun.launch.ray_driver`): the first to fail on its own is the root cause (a
+    rank that only lost a peer comes after those that did not); those the launcher
+    stopped come last."""
     records = []
-    for path in Path(log_dir).glob("*/attempt_*/*/exit.json"):
+    for path in Path(log_dir).glob(f"{folder}/attempt_*/*/exit.json"):
         try:
             records.append(json.loads(path.read_text()))
         except (OSError, ValueError):

@@ -15,6 +15,10 @@ reaching its --timeout. A worker's first
 STARTUP_GRACE_SECONDS (wall clock, from when it is first seen) before its first line are
 start-up whatever its CPU use (imports read from a cold disk, a data set loaded over the
 network): a rank's silence counts from its first line, or from the end of that grace.
+Workers are known by the LOCAL_RANK their launcher started them with; Ray's workers get
+theirs only once they run (--launcher ray), so there the job has started once a rank has
+written a line, and from then on only the ranks' output is progress (Ray's own processes
+stay busy for as long as the cluster runs).
 """
 
 from __future__ import annotations
@@ -77,7 +81,7 @@ class Progress:
         with self.lock:
             changed = ranks != self.ranks
             self.ranks = ranks
-            self.seen_worker = self.seen_worker or bool(ranks)
+            self.seen_worker = self.seen_worker or bool(ranks) or bool(self.printed)
             starting = [pid for pid, rank in workers.items() if rank not in self.printed]
             self.born = {pid: self.born.get(pid, now) for pid in workers}
             in_grace = any(now - self.born[pid] < STARTUP_GRACE_SECONDS for pid in starting)

@@ -28,7 +28,7 @@ from distrun.errors import LaunchError
 from distrun.launch import cluster, slurm_tasks
 from distrun.launch.spec import LaunchRequest, LaunchSpec
 from distrun.launch.validate import Checked, validate
-from distrun.launch_rules import DEFAULT_MASTER_PORT
+from distrun.launch_rules import DEFAULT_MASTER_PORT, LAUNCH_ONLY
 from distrun.netinfo import free_port
 
 __all__ = ["free_port", "from_cluster", "resolve", "settle", "validate"]
@@ -39,6 +39,8 @@ SHARED_STORE_OFF = "TORCH_DISABLE_SHARE_RDZV_TCP_STORE"
 def resolve(req: LaunchRequest, environ: Mapping[str, str] | None = None) -> LaunchSpec:
     """The three steps: the cluster's values, the rules, this machine."""
     environ = os.environ if environ is None else environ
+    if req.launcher in LAUNCH_ONLY:  # Ray places the ranks: a scheduler's node rank is not
+        return settle(validate(req), environ, [])  # this job's
     filled, notes = from_cluster(req, environ)
     return settle(validate(filled), environ, notes)
 
@@ -82,16 +84,18 @@ def settle(checked: Checked, environ: Mapping[str, str], notes: list[str]) -> La
     _launcher_installed(plan.launcher)
     nproc = _processes(checked.nproc_per_node, notes)
     master_addr = checked.master_addr or "127.0.0.1"
-    master_port = _master_port(checked, master_addr, notes)
+    ray = plan.launcher in LAUNCH_ONLY
+    master_port = DEFAULT_MASTER_PORT if ray else _master_port(checked, master_addr, notes)
     env = dict(checked.env)
     log_dir = checked.log_dir
     if checked.task is not None and log_dir:  # tasks may share the folder: one each
         log_dir = str(Path(log_dir) / f"rank{checked.task.rank}")
     checked = _restartable(checked, master_addr, master_port, notes)
     plan = checked.plan
-    local_addr = _local_addr(checked, master_addr, env, environ, notes)
+    local_addr = None if ray else _local_addr(checked, master_addr, env, environ, notes)
     _shared_store(checked, env, environ, notes)
     is_host = _hosts_rendezvous(checked.endpoint, notes)
+    ray_address = _ray_address(checked, environ, notes) if ray else None
     return LaunchSpec(
         script=checked.script, script_args=checked.script_args, module=checked.module,
         nproc_per_node=nproc, min_nodes=plan.nnodes[0], max_nodes=plan.nnodes[1],
@@ -102,7 +106,8 @@ def settle(checked: Checked, environ: Mapping[str, str], notes: list[str]) -> La
         log_dir=log_dir or _temporary_log_dir(), launcher=plan.launcher,
         mixed_precision=checked.mixed_precision, env=tuple(sorted(env.items())),
         timeout=checked.timeout, cpu=plan.launcher == "accelerate" and not _gpus(),
-        notes=tuple(notes), keep_logs=checked.log_dir is not None, task=checked.task)
+        notes=tuple(notes), keep_logs=checked.log_dir is not None, task=checked.task,
+        ray_address=ray_address)
 
 
 def _restartable(checked: Checked, master_addr: str, master_port: int, notes: list[str]
@@ -138,6 +143,22 @@ def _launcher_installed(launcher: str) -> None:
     if launcher == "accelerate" and importlib.util.find_spec("accelerate") is None:
         raise LaunchError("--launcher accelerate: accelerate is not installed here",
                           "pip install accelerate (or distrun[accelerate]), or use torchrun")
+    if launcher == "ray" and importlib.util.find_spec("ray") is None:
+        raise LaunchError("--launcher ray: Ray is not installed here",
+                          "pip install 'distrun[ray]' (Ray with Ray Train), or use torchrun")
+
+
+def _ray_address(checked: Checked, environ: Mapping[str, str], notes: list[str]
+                 ) -> str | None:
+    """The Ray cluster to join: --address, else RAY_ADDRESS (as Ray itself reads it: set
+    in a Ray job's driver); None: a local cluster, started and stopped by the job."""
+    if checked.address:
+        return checked.address
+    address = environ.get("RAY_ADDRESS", "").strip()
+    if address:
+        notes.append(f"Ray cluster at {address} (RAY_ADDRESS)")
+        return address
+    return None
 
 
 def _processes(nproc: int | str, notes: list[str]) -> int:

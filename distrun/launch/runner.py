@@ -29,6 +29,7 @@ from types import FrameType
 
 from distrun.errors import EXIT_BAD_INPUT, LaunchError
 from distrun.launch import procs
+from distrun.launch.backends.task import FOLDER as TASK_FOLDER
 from distrun.launch.failures import (
     Attempt,
     Failure,
@@ -187,7 +188,7 @@ def _waiting_for_nodes(spec: LaunchSpec, progress: Progress, show: Callable[[str
     meet = spec.rdzv_endpoint or f"{spec.master_addr}:{spec.master_port}"
 
     def tick() -> None:
-        if spec.max_nodes == 1 or spec.task is not None or (
+        if not spec.meets_other_nodes or spec.task is not None or (
                 progress.idle() >= 0 and progress.seen_worker):
             meeting.stop()
             return
@@ -245,7 +246,7 @@ def _supervise(proc: subprocess.Popen[bytes], spec: LaunchSpec, stop: _StopReque
             watcher.quiet = True
             _stop_job(proc, signal.SIGTERM)
             first = spec.task.rank - spec.task.local_rank if spec.task else (
-                0 if spec.max_nodes == 1 else None)
+                None if spec.meets_other_nodes else 0)
             return RunResult(
                 EXIT_HUNG, "hung", log_dir=spec.log_dir,
                 detail=f"no output from any rank for {spec.timeout:g} s",
@@ -259,8 +260,10 @@ def _explain_failure(result: RunResult, agent_lines: list[str], spec: LaunchSpec
     another process took, or the launcher's last lines."""
     agent_output = "\n".join(agent_lines)
     result.failures = parse_failures(agent_output)
-    if (spec.launcher == "deepspeed" or spec.task is not None) and spec.log_dir:
-        result.failures = exit_records(spec.log_dir)
+    if spec.task is not None and spec.log_dir:
+        result.failures = exit_records(spec.log_dir, TASK_FOLDER)
+    elif spec.launcher in ("deepspeed", "ray") and spec.log_dir:
+        result.failures = exit_records(spec.log_dir, spec.launcher)
     if spec.log_dir:
         for failure in result.failures:  # the others' too: whether they failed on their own
             failure.error = read_error(spec.log_dir, failure.local_rank)
@@ -291,7 +294,7 @@ def _local_ranks(spec: LaunchSpec) -> list[int]:
     """The local ranks this distrun runs: its node's, or a SLURM task's one."""
     if spec.task is not None:
         return [spec.task.local_rank]
-    return list(range(spec.nproc_per_node if isinstance(spec.nproc_per_node, int) else 0))
+    return list(range(spec.ranks_here if isinstance(spec.nproc_per_node, int) else 0))
 
 
 def _ended_early(local_ranks: list[int], still: set[int], offset: int | None,

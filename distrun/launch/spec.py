@@ -47,6 +47,7 @@ class LaunchRequest:
     timeout: float | None = None
     slurm_tasks: str | None = None  # per-node | per-gpu | None: told by the job (--slurm-tasks)
     task: TaskRank | None = None  # filled in by resolve, one task per rank (never typed)
+    address: str | None = None  # --launcher ray: the Ray cluster to join (None: a local one)
     # setting (as the config names it: nnodes, rdzv.endpoint) -> "FILE:LINE", for the values
     # a config file gave (and no flag replaced): errors about them name the key, not a flag
     origin: dict[str, str] = field(default_factory=dict)
@@ -81,6 +82,21 @@ class LaunchSpec:
     task: TaskRank | None = None  # SLURM started this distrun once per rank: run that rank
     notes: tuple[str, ...] = ()
     keep_logs: bool = True  # False: a log folder distrun made, removed after a clean run
+    ray_address: str | None = None  # --launcher ray: the cluster to join; None: start one
+
+    @property
+    def ranks_here(self) -> int:
+        """The ranks this distrun supervises (and numbers 0..n-1 in its output and
+        logs): this node's processes, or every rank of the job where one driver runs
+        them all (--launcher ray)."""
+        nproc = self.nproc_per_node if isinstance(self.nproc_per_node, int) else 1
+        return nproc * self.max_nodes if self.launcher == "ray" else nproc
+
+    @property
+    def meets_other_nodes(self) -> bool:
+        """Whether this node's processes meet other nodes' (a rendezvous, node 0's
+        address): not where one driver runs every rank (--launcher ray)."""
+        return self.max_nodes > 1 and self.launcher != "ray"
 
     @property
     def nnodes(self) -> str:

@@ -41,6 +41,7 @@ class Checked:
     log_dir: str | None = None
     timeout: float | None = None
     task: TaskRank | None = None  # SLURM started one task per rank: this one
+    address: str | None = None  # --launcher ray: the cluster to join
 
     @property
     def multi_node(self) -> bool:
@@ -50,9 +51,10 @@ class Checked:
 def validate(req: LaunchRequest) -> Checked:
     """`req` checked against every rule, or the first broken one as a LaunchError."""
     launcher = req.launcher or str(rules.DEFAULTS["launcher"])
-    if launcher not in rules.LAUNCHERS:
+    if launcher not in (*rules.LAUNCHERS, *rules.LAUNCH_ONLY):
         raise LaunchError(f"unknown launcher {launcher!r}",
-                          f"use one of: {', '.join(rules.LAUNCHERS)}")
+                          f"use one of: {', '.join((*rules.LAUNCHERS, *rules.LAUNCH_ONLY))}")
+    _ray_rules(req, launcher)
     script = _script(req)
     nproc = rules.nproc(rules.from_text(
         req.nproc_per_node or str(rules.DEFAULTS["nproc_per_node"])))
@@ -74,6 +76,7 @@ def validate(req: LaunchRequest) -> Checked:
         _first(rules.env_name(name), prefix=True)
     return Checked(
         script=script, plan=plan, script_args=tuple(req.script_args), module=req.module,
+        address=req.address or None,
         log_dir=req.log_dir, timeout=req.timeout, nproc_per_node=nproc,
         master_addr=req.master_addr or None, master_port=req.master_port,
         endpoint=plan.endpoint,
@@ -100,10 +103,47 @@ def _plan(req: LaunchRequest, launcher: str, nnodes: tuple[int, int]) -> rules.P
     return plan
 
 
+# What the ray launcher leaves to Ray (the request's field, the flag, why).
+_RAY_CHOOSES = (
+    ("rdzv_endpoint", "--rdzv-endpoint", "Ray starts every rank: there is no rendezvous"),
+    ("rdzv_backend", "--rdzv-backend", "Ray starts every rank: there is no rendezvous"),
+    ("node_rank", "--node-rank", "one command runs every node's processes"),
+    ("master_addr", "--master-addr", "Ray Train sets rank 0's address"),
+    ("master_port", "--master-port", "rank 0 picks a free port on its node"),
+    ("max_restarts", "--max-restarts", "distrun does not restart a Ray Train job"),
+)
+
+
+def _ray_rules(req: LaunchRequest, launcher: str) -> None:
+    """--address is the ray launcher's; the settings Ray decides are refused with it,
+    as is an elastic node range."""
+    if launcher not in rules.LAUNCH_ONLY:
+        if req.address:
+            raise LaunchError(f"--address {req.address}: a Ray cluster's address, for "
+                              f"--launcher ray (the launcher is {launcher})",
+                              "add --launcher ray, or leave out --address")
+        return
+    if req.address is not None and not req.address.strip():
+        raise LaunchError("--address: empty", "give the Ray cluster's address (auto, "
+                          "HOST:PORT or ray://HOST:PORT), or leave it out for a local one")
+    for name, flag, why in _RAY_CHOOSES:
+        if getattr(req, name) not in (None, 0, ""):
+            raise LaunchError(f"{flag} does not apply to --launcher ray: {why}",
+                              f"leave out {flag}")
+    if req.rdzv_conf:
+        raise LaunchError("--rdzv-conf does not apply to --launcher ray: Ray starts every "
+                          "rank: there is no rendezvous", "leave out --rdzv-conf")
+    if req.nnodes and ":" in req.nnodes:
+        raise LaunchError(f"--nnodes {req.nnodes}: --launcher ray runs a fixed number of "
+                          "workers", "give --nnodes N (with --nproc-per-node M: N x M "
+                          "workers)")
+
+
 def _needs_master_addr(req: LaunchRequest, plan: rules.Plan) -> None:
     """A multi-node job without node 0's address: named as the config file's key (with
     its line) when the file set the node count, else as the flags."""
-    verdict = rules.needs_master_addr(plan, req.master_addr, FLAGS)
+    verdict = None if plan.launcher in rules.LAUNCH_ONLY else rules.needs_master_addr(
+        plan, req.master_addr, FLAGS)
     where = req.origin.get("nnodes")
     if verdict is None or where is None:
         _first(verdict)

@@ -11,7 +11,7 @@ import distrun
 from tests.conftest import ROOT, run_cmd
 from tests.conftest import distrun as run_distrun
 
-HEAVY = ("torch", "libcst", "yaml")
+HEAVY = ("torch", "libcst", "yaml", "ray")
 
 # Runs distrun.cli.main(ARGV) in a fresh interpreter, then reports (on a marker line)
 # the exit code and which heavy modules ended up imported.

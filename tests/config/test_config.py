@@ -25,6 +25,8 @@ BAD = {
     "wrong type": ("nnodes: two\n", 1, "nnodes", "expected N or MIN:MAX"),
     "int as text": ("max_restarts: many\n", 1, "max_restarts", "expected an integer"),
     "bad choice": ("\nlauncher: torchrunn\n", 2, "launcher", "did you mean 'torchrun'"),
+    "launch-only launcher": ("launcher: ray\n", 1, "launcher", "give --launcher ray to "
+                             "`distrun launch --config`"),
     "nproc zero": ("nproc_per_node: 0\n", 1, "nproc_per_node", "at least 1"),
     "port too big": ("master_port: 70000\n", 1, "master_port", "above the maximum 65535"),
     "port zero": ("master_port: 0\n", 1, "master_port", "below the minimum 1"),

@@ -20,6 +20,10 @@ def build(spec: LaunchSpec) -> Command:
         from distrun.launch.backends import deepspeed
 
         return deepspeed.build(spec)
+    if spec.launcher == "ray":
+        from distrun.launch.backends import ray
+
+        return ray.build(spec)
     from distrun.launch.backends import torchrun
 
     return torchrun.build(spec)
