@@ -28,7 +28,8 @@ def detect(environ: Mapping[str, str]) -> Detected | None:
     return _slurm(environ) or _kubeflow(environ)
 
 
-def _int(environ: Mapping[str, str], *names: str) -> int | None:
+def env_int(environ: Mapping[str, str], *names: str) -> int | None:
+    """The first of `names` set to a whole number in `environ`."""
     for name in names:
         value = environ.get(name, "")
         if value.isdigit():
@@ -43,8 +44,8 @@ def _slurm(environ: Mapping[str, str]) -> Detected | None:
     hosts = expand_nodelist(nodelist)
     return Detected(
         source=f"SLURM job {environ['SLURM_JOB_ID']}",
-        nnodes=_int(environ, "SLURM_JOB_NUM_NODES", "SLURM_NNODES"),
-        node_rank=_int(environ, "SLURM_NODEID"),
+        nnodes=env_int(environ, "SLURM_JOB_NUM_NODES", "SLURM_NNODES"),
+        node_rank=env_int(environ, "SLURM_NODEID"),
         master_addr=hosts[0] if hosts else None,
     )
 
@@ -56,20 +57,20 @@ def _kubeflow(environ: Mapping[str, str]) -> Detected | None:
     if "PET_NNODES" in environ or "PET_NODE_RANK" in environ:
         return Detected(
             source=f"{_kubeflow_kind(environ)} (PET_* variables)",
-            nnodes=_int(environ, "PET_NNODES"),
-            node_rank=_int(environ, "PET_NODE_RANK"),
+            nnodes=env_int(environ, "PET_NNODES"),
+            node_rank=env_int(environ, "PET_NODE_RANK"),
             master_addr=environ.get("PET_MASTER_ADDR") or environ.get("MASTER_ADDR"),
-            master_port=_int(environ, "PET_MASTER_PORT", "MASTER_PORT"),
+            master_port=env_int(environ, "PET_MASTER_PORT", "MASTER_PORT"),
             nproc_per_node=environ.get("PET_NPROC_PER_NODE"),
         )
     in_pod = "KUBERNETES_SERVICE_HOST" in environ
     if in_pod and "MASTER_ADDR" in environ and "WORLD_SIZE" in environ and "RANK" in environ:
         return Detected(
             source="Kubeflow PyTorchJob (MASTER_ADDR, RANK, WORLD_SIZE)",
-            nnodes=_int(environ, "WORLD_SIZE"),
-            node_rank=_int(environ, "RANK"),
+            nnodes=env_int(environ, "WORLD_SIZE"),
+            node_rank=env_int(environ, "RANK"),
             master_addr=environ["MASTER_ADDR"],
-            master_port=_int(environ, "MASTER_PORT"),
+            master_port=env_int(environ, "MASTER_PORT"),
         )
     return None
 

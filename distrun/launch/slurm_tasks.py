@@ -25,6 +25,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from distrun.errors import LaunchError
+from distrun.launch.cluster import env_int as _int
 from distrun.launch.cluster import expand_nodelist
 from distrun.launch.spec import LaunchRequest, TaskRank
 from distrun.launch_rules import SLURM_TASKS
@@ -63,14 +64,6 @@ def tasks_per_node(text: str) -> list[int]:
             return []
         counts += [int(match[1])] * int(match[2] or 1)
     return counts
-
-
-def _int(environ: Mapping[str, str], *names: str) -> int | None:
-    for name in names:
-        value = environ.get(name, "")
-        if value.isdigit():
-            return int(value)
-    return None
 
 
 def detect(environ: Mapping[str, str], mode: str | None) -> Found | None:
