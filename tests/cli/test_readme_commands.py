@@ -142,6 +142,8 @@ def _why_not(words: list[str], folder: Path) -> str | None:
         return "needs other machines (node 0 at another address)"
     if "--launcher deepspeed" in line:
         return "DeepSpeed's launcher (run by tests/launch/test_deepspeed_launcher.py)"
+    if "--launcher ray" in line:  # a Ray cluster's start is ~40 s of this machine's CPU
+        return "Ray Train's launcher (run by tests/launch/test_ray_launcher.py)"
     nproc = re.search(r"--nproc-per-node (\d+)", line)
     if nproc and int(nproc[1]) > 2:
         return f"{nproc[1]} processes: GPUs, or more cores than a test machine has"
