@@ -94,6 +94,10 @@ class Plan:
     def report(self, info: ModuleInfo) -> Report:
         return self.reports.get(info.name, Report())
 
+    def found(self, rule: str) -> bool:
+        """Has a finding of `rule` been made, in any module?"""
+        return any(f.rule == rule for r in self.reports.values() for f in r.findings)
+
     def _report(self, node: cst.CSTNode | None) -> Report:
         info = self.facts.module_of(node) if node is not None else self.facts.entry
         return self.reports.setdefault(info.name, Report())

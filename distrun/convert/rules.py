@@ -154,6 +154,11 @@ _RULES: tuple[tuple[str, str], ...] = (
      "refused."),
     ("loss.sum_reduction", "A loss summed over the batch: its scale now depends on the "
      "per-rank batch."),
+    ("agreed.exit", "A loop left on a rank's own training value (`if loss < eps: "
+     "break`): the value is averaged over the ranks first, so every rank leaves at the same "
+     "step."),
+    ("agreed.scheduler", "A ReduceLROnPlateau stepped on a rank's own loss: the "
+     "value is averaged over the ranks first, so every rank keeps the same learning rate."),
     ("batch_loss.gather", "A loss over the whole batch (in-batch negatives, batch "
      "statistics) gets every rank's batch, through the differentiable all_gather."),
     ("batch_loss.per_rank", "A loss over the whole batch that each rank computes over its "

@@ -30,7 +30,9 @@ def same_split_changes(extra: str) -> list[str]:
     source = TRAINING.format(extra=textwrap.dedent(extra).strip())
     result = convert_source(source, "t.py")
     assert result.status == "converted"
-    return [c.message for c in result.changes if c.rule == "data.same_split"]
+    # TRAINING's own data, drawn once unseeded, is rank 0's too (fixtures/data/synthetic_draws)
+    return [c.message for c in result.changes if c.rule == "data.same_split"
+            and "`torch.randn(...)`" not in c.message]
 
 
 @pytest.mark.parametrize("extra", [

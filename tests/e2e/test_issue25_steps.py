@@ -96,3 +96,24 @@ def test_batches_drawn_at_random_every_step_are_each_rank_s_own(tmp_path: Path) 
     drawn = [(tmp_path / f"draws_{rank}.txt").read_text().splitlines() for rank in (0, 1)]
     assert len(drawn[0]) == len(drawn[1]) == 5, drawn
     assert all(a != b for a, b in zip(*drawn, strict=True)), drawn
+
+
+def test_a_loop_left_on_the_loss_is_left_at_the_same_step_by_every_rank(tmp_path: Path) -> None:
+    """`if step_loss < 0.5: break` and `scheduler.step(step_loss)` (ReduceLROnPlateau) on
+    the step's loss, every other sample noisy: the whole batch goes under 0.5 at epoch 13;
+    rank 0's share alone (the clean samples) would at epoch 8, and its scheduler would
+    lower the rate at another epoch than rank 1's from epoch 11 (computed by hand). Without
+    the agreement rank 0 left first and rank 1 waited in DDP's all-reduce until stopped
+    (seen by hand). Converted, both read the mean over the ranks: they leave at epoch 13,
+    as the single process does, with its weights (so with its learning rates)."""
+    script = tmp_path / "stop.py"
+    script.write_text((FIXTURES / "agreed/loss_tests.py").read_text())
+    converted = distrun("convert", "stop.py", cwd=tmp_path)
+    assert converted.returncode == 0, converted.stdout + converted.stderr
+    assert "stop.py:41: agreed.exit" in converted.stdout
+    assert "stop.py:38: agreed.scheduler" in converted.stdout, converted.stdout
+    single = run_single(script, tmp_path)
+    assert "stopped at epoch 13" in single.stdout
+    multi = run_two(tmp_path / "stop_ddp.py", tmp_path)
+    assert "stopped at epoch 13" in multi.stdout, multi.stdout
+    assert_same_checkpoint(tmp_path)

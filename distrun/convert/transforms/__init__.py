@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from distrun.convert.context import Stage, Transform
 from distrun.convert.transforms import (
+    agreed,
     amp,
     batch_loss,
     checkpoint,
@@ -39,6 +40,7 @@ PIPELINE: tuple[Transform | Stage, ...] = (
     "prepared",
     evaluation.TRANSFORM,
     loss.TRANSFORM,
+    agreed.TRANSFORM,
     batch_loss.TRANSFORM,
     amp.REMOVE,
     amp.TRANSFORM,

@@ -33,7 +33,8 @@ def plan_hazards(ctx: Context) -> None:
                          "convert with --sync-bn: on GPU the model's BatchNorm layers become "
                          f"SyncBatchNorm before {ctx.target.wrap_call} (SyncBatchNorm does "
                          "not run on CPU)")
-        if name == "torch.optim.LBFGS":
+        if name == "torch.optim.LBFGS" and not plan.found("data.full_batch"):
+            # full-batch training says it already: nothing is sharded
             plan.finding(call, "hazards.full_batch",
                          "LBFGS usually trains on the full batch: sharding "
                          "the data changes its steps", "check that each step's loss is a mean "

@@ -18,6 +18,13 @@ global batch of N batches from the same distribution: not the original's samples
 random draw is not reproduced anyway), the same training in law. Reported with the batch
 note: divide the batch size by WORLD_SIZE to keep the global batch.
 
+Synthetic data drawn from a distribution at every step (`torch.randn(bs)`, `torch.rand`,
+`np.random.randn`, `random.gauss`... made into the batch: pytorch/examples' polynomial
+fit) is the same case: each rank draws its own. Such value draws count only where they
+can be all of the batch: outside any class (not a layer's noise), in a loop that walks no
+data (a `while`, `range`, `count`) and reads no data by index (no subscript of a name
+bound elsewhere: `x[i:j] + torch.randn_like(x)` is a slice plus noise, not a draw).
+
 Won't: permutations (`random.shuffle`, `np.random.permutation`, `torch.randperm`) walked
 by slices, a generator object (`rng = np.random.default_rng(0)`): left to `data.no_loader`.
 """
@@ -38,6 +45,15 @@ _DRAWS = {  # keys: the module reseeded
     "numpy": ("numpy.random.choice", "numpy.random.randint", "numpy.random.random_integers"),
     "torch": ("torch.randint", "torch.multinomial"),
 }
+# module-level draws of values from a distribution: synthetic data, or noise
+_VALUES = {
+    "random": ("random.random", "random.gauss", "random.uniform", "random.normalvariate"),
+    "numpy": ("numpy.random.randn", "numpy.random.rand", "numpy.random.normal",
+              "numpy.random.uniform", "numpy.random.standard_normal", "numpy.random.random",
+              "numpy.random.random_sample"),
+    "torch": ("torch.randn", "torch.rand", "torch.normal", "torch.randn_like",
+              "torch.rand_like"),
+}
 _RESEED = {
     "random": "{m}.seed({m}.getrandbits(64) + {rank})",
     "numpy": "{m}.random.seed(({m}.random.randint(2 ** 31) + {rank}) % 2 ** 32)",
@@ -51,6 +67,9 @@ def share_random_draws(ctx: Context) -> bool:
     done = False
     for loop in _loops(ctx):
         steps, draws = _reach(ctx, loop.body, 0)
+        if draws and all(call in _values_of(ctx) for _, call in draws) \
+                and not walks_no_data(ctx, loop):
+            continue
         if not steps or not draws or any(_reach(ctx, inner.body, 0) == (True, draws)
                                          for inner in _loops(ctx, loop.body)):
             continue
@@ -104,6 +123,8 @@ def _reach(ctx: Context, body: cst.CSTNode, depth: int) -> tuple[bool, frozenset
         steps = steps or is_backward(call) or is_optimizer_step(call)
         name = facts.call_name(call) or ""
         family = next((f for f, names in _DRAWS.items() if name in names), None)
+        if family is None and facts.enclosing_class(call) is None:
+            family = next((f for f, names in _VALUES.items() if name in names), None)
         if family is not None:
             draws.add((family, call))
         found = ctx.flow.callee(call) if depth < _DEPTH else None
@@ -111,6 +132,70 @@ def _reach(ctx: Context, body: cst.CSTNode, depth: int) -> tuple[bool, frozenset
             inner_steps, inner_draws = _reach(ctx, found[0].body, depth + 1)
             steps, draws = steps or inner_steps, draws | inner_draws
     return steps, frozenset(draws)
+
+
+def _values_of(ctx: Context) -> set[cst.Call]:
+    facts = ctx.facts
+    return {call for call in facts.calls
+            if any(facts.call_name(call) in names for names in _VALUES.values())}
+
+
+def walks_no_data(ctx: Context, loop: cst.For | cst.While) -> bool:
+    """Does `loop` walk no data (a `while`, or a `for` over `range`/`count`) and read none
+    by index, in its body or in the project's functions it calls?"""
+    facts = ctx.facts
+    if isinstance(loop, cst.For):
+        it = loop.iter
+        name = facts.call_name(it) if isinstance(it, cst.Call) else None
+        if name not in {"range", "itertools.count", "count"}:
+            return False
+    return not _indexes_data(ctx, loop, 0)
+
+
+def _indexes_data(ctx: Context, node: cst.CSTNode, depth: int) -> bool:
+    """Does `node` (a loop, a function) read by index a name it does not bind itself
+    (`data[i:j]`, `self.x[i]`; a parameter counts as data), or call a project function
+    that does?"""
+    bound: set[str] = set()
+    subscripted: list[str] = []
+
+    class Visit(cst.CSTVisitor):
+        def visit_AssignTarget(self, node: cst.AssignTarget) -> None:
+            bound.update(_names(node.target))
+
+        def visit_For(self, node: cst.For) -> None:
+            bound.update(_names(node.target))
+
+        def visit_AugAssign(self, node: cst.AugAssign) -> None:
+            bound.update(_names(node.target))
+
+        def visit_CompFor(self, node: cst.CompFor) -> None:
+            bound.update(_names(node.target))
+
+        def visit_Subscript(self, node: cst.Subscript) -> None:
+            root: cst.BaseExpression = node.value
+            while isinstance(root, (cst.Attribute, cst.Subscript, cst.Call)):
+                root = root.func if isinstance(root, cst.Call) else root.value
+            if isinstance(root, cst.Name):
+                subscripted.append(root.value)
+
+    node.visit(Visit())
+    if any(name not in bound for name in subscripted):
+        return True
+    for call in ctx.facts.calls_in(node):
+        found = ctx.flow.callee(call) if depth < _DEPTH else None
+        if found is not None and found[0] is not node \
+                and _indexes_data(ctx, found[0], depth + 1):
+            return True
+    return False
+
+
+def _names(target: cst.BaseExpression) -> set[str]:
+    if isinstance(target, cst.Name):
+        return {target.value}
+    if isinstance(target, (cst.Tuple, cst.List)):
+        return {n for e in target.elements for n in _names(e.value)}
+    return set()
 
 
 def _module_name(ctx: Context, loop: cst.CSTNode, family: str) -> str | None:

@@ -11,6 +11,7 @@ draws it (the random state moves on as it did), then every rank takes rank 0's:
     idx = np.random.permutation(n)     ->  idx = rank0_value(np.random.permutation(n))
     np.random.shuffle(idx)             ->  np.random.shuffle(idx)
                                            idx[:] = rank0_value(idx)
+    W = torch.randn(4, 1) * 5          ->  W = rank0_value(torch.randn(4, 1)) * 5
 
 `rank0_value` broadcasts rank 0's object (`dist.broadcast_object_list`); `rank0_split`
 gives each part of a split rank 0's indices. Both are defined with the set-up, and give
@@ -39,6 +40,11 @@ from distrun.convert.transforms.rank0_values import helper_code as rank0_value_c
 _SPLITS = {"torch.utils.data.random_split", "torch.utils.data.dataset.random_split"}
 _DRAWS = {"torch.randperm": "torch", "numpy.random.permutation": "numpy",
           "random.sample": "random"}
+# values drawn once from a distribution: synthetic data, a target function's coefficients
+_VALUES = {"torch.randn": "torch", "torch.rand": "torch", "torch.normal": "torch",
+           "numpy.random.randn": "numpy", "numpy.random.rand": "numpy",
+           "numpy.random.normal": "numpy", "numpy.random.uniform": "numpy",
+           "numpy.random.standard_normal": "numpy", "numpy.random.random": "numpy"}
 _SHUFFLES = {"numpy.random.shuffle": "numpy", "random.shuffle": "random"}
 _SEEDS = {
     "torch": {"torch.manual_seed", "torch.random.manual_seed"},
@@ -58,10 +64,11 @@ def same_splits(ctx: Context) -> None:
               if any(facts.call_name(c) in seeds | _SEED_ALL for c in facts.calls)}
     for call in facts.calls:
         name = facts.call_name(call) or ""
-        library = "torch" if name in _SPLITS else _DRAWS.get(name) or _SHUFFLES.get(name)
+        library = "torch" if name in _SPLITS else \
+            _DRAWS.get(name) or _SHUFFLES.get(name) or _VALUES.get(name)
         if library is None or library in seeded or keyword(call, "generator") is not None:
             continue
-        if not _made_once(ctx, call):
+        if not _made_once(ctx, call) or name in _VALUES and not _every_rank_runs(ctx, call):
             continue
         if name in _SHUFFLES:
             _shuffled(ctx, call)
@@ -75,7 +82,8 @@ def _drawn(ctx: Context, call: cst.Call, helper: str) -> None:
     name = n.rank0_value if helper == "rank0_value" else n.rank0_split
     _define(ctx, call, helper, name)
     ctx.plan.rewrite(call, lambda node: expression(f"{name}({code_of(node)})"))
-    _report(ctx, call, f"`{name}({ctx.facts.code(call.func)}(...))`")
+    _report(ctx, call, f"`{name}({ctx.facts.code(call.func)}(...))`",
+            ctx.facts.call_name(call) in _VALUES)
 
 
 def _shuffled(ctx: Context, call: cst.Call) -> None:
@@ -91,11 +99,13 @@ def _shuffled(ctx: Context, call: cst.Call) -> None:
     _report(ctx, call, f"`{line}` after it")
 
 
-def _report(ctx: Context, call: cst.Call, how: str) -> None:
+def _report(ctx: Context, call: cst.Call, how: str, values: bool = False) -> None:
+    what = ("each rank would draw other values (other data, another target to fit)"
+            if values else "each rank would choose other data (a validation set "
+            "overlapping another rank's training set)")
     ctx.plan.change(call, "data.same_split", f"`{ctx.facts.code(call.func)}(...)` draws "
-                    "without a seed: each rank would choose other data (a validation set "
-                    f"overlapping another rank's training set); {how}: every rank takes "
-                    "rank 0's choice")
+                    f"without a seed, once: {what}; {how}: every rank takes rank 0's "
+                    "draw")
 
 
 def _define(ctx: Context, at: cst.CSTNode, helper: str, name: str) -> None:
@@ -131,6 +141,36 @@ def _made_once(ctx: Context, node: cst.CSTNode, depth: int = 4) -> bool:
         return False
     sites = ctx.flow.call_sites(func)
     return len(sites) == 1 and _made_once(ctx, sites[0][0], depth - 1)
+
+
+_WRITES = {"torch.save", "numpy.save", "numpy.savez", "numpy.savetxt", "pickle.dump",
+           "json.dump"}
+
+
+def _every_rank_runs(ctx: Context, call: cst.Call) -> bool:
+    """Is the value drawn by `call` assigned by a plain statement that no transform puts
+    on rank 0 alone (a file made when missing, an output)? Its assignment is at the top
+    level (or in the main guard), or in the body of a function that writes no file and
+    returns nothing, never under another `if`, `with`, `try`."""
+    facts = ctx.facts
+    stmt = facts.statement(call)
+    if not (isinstance(stmt, cst.SimpleStatementLine)
+            and isinstance(stmt.body[0], (cst.Assign, cst.AnnAssign))):
+        return False
+    func = facts.function(call)
+    for anc in facts.ancestors(stmt):
+        if anc is func or isinstance(anc, cst.Module):
+            break
+        if isinstance(anc, cst.If) and facts.module_of(call).main_guard is anc:
+            continue
+        if not isinstance(anc, (cst.IndentedBlock, cst.SimpleStatementLine)):
+            return False
+    if func is None:
+        return True
+    calls = facts.calls_in(func)
+    writes = any(facts.call_name(c) in _WRITES or isinstance(c.func, cst.Attribute)
+                 and c.func.attr.value.startswith("write") for c in calls)
+    return not writes and "return " not in facts.code(func)
 
 
 def _per_item(ctx: Context, cls: cst.ClassDef) -> bool:
