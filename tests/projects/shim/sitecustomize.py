@@ -70,7 +70,11 @@ DISTRUN_SHIM_CAPTURE_DDP=PATH
 DISTRUN_SHIM_MAIN_GLOBALS=NAME=VALUE;...
                             the script's top-level constants NAME (literals, no argparse:
                             `max_iters = 3000`) rebound to VALUE right after the script
-                            binds them, the file unchanged (_distrun_shim/main_globals.py).
+                            binds them, the file unchanged (_distrun_shim/main_globals.py);
+                            `NAME:=EXPR`: EXPR evaluated in the script's globals then.
+DISTRUN_SHIM_MAIN_RANGE_CAP=N
+                            `range` in the script's globals yields at most N values
+                            (a loop length that is a literal inside an expression).
 """
 
 from __future__ import annotations
@@ -88,10 +92,11 @@ if os.environ.get("DISTRUN_SHIM_SEED_BY_RANK") == "1":
 
     _knobs.seed_by_rank()
 
-if os.environ.get("DISTRUN_SHIM_MAIN_GLOBALS"):
+if os.environ.get("DISTRUN_SHIM_MAIN_GLOBALS") or os.environ.get("DISTRUN_SHIM_MAIN_RANGE_CAP"):
     from _distrun_shim import main_globals as _main_globals
 
-    _main_globals.override(os.environ["DISTRUN_SHIM_MAIN_GLOBALS"])
+    _main_globals.override(os.environ.get("DISTRUN_SHIM_MAIN_GLOBALS", ""),
+                           range_cap=os.environ.get("DISTRUN_SHIM_MAIN_RANGE_CAP"))
 
 if os.environ.get("DISTRUN_SHIM_PATH_MAP"):
     from _distrun_shim import knobs as _knobs
