@@ -19,6 +19,9 @@ DISTRUN_SHIM_NO_DROPOUT=1   every functional dropout (F.dropout, dropout1d/2d/3d
                             nn.Dropout* modules too: no randomness in the forward pass.
 DISTRUN_SHIM_NO_NOISE=1     torch.randn_like returns zeros (the VAE's reparameterisation
                             noise), so the forward pass is deterministic.
+DISTRUN_SHIM_NUMPY_UNIFORM_MID=1
+                            np.random.uniform returns the middle of its range (a random
+                            augmentation parameter, the same in any fetch order).
 DISTRUN_SHIM_FLOAT64=1      torch's default dtype is float64 (models and the fake
                             torchvision's tensors): for a project whose float32 rounding
                             (one batch mean against the mean of the ranks' means) grows
@@ -210,6 +213,10 @@ def _after_numpy(numpy):
         from _distrun_shim import knobs
 
         knobs.old_numpy_names(numpy)
+    if os.environ.get("DISTRUN_SHIM_NUMPY_UNIFORM_MID") == "1":
+        from _distrun_shim import knobs
+
+        knobs.numpy_uniform_mid(numpy)
     if os.environ.get("DISTRUN_SHIM_SEED_BY_RANK") == "1":
         from _distrun_shim import knobs
 
