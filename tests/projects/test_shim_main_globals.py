@@ -20,9 +20,11 @@ print(steps, eval_iters, half)
 """
 
 
-def _run(tmp_path: Path, argv: list[str], knob: str | None) -> str:
+def _run(tmp_path: Path, argv: list[str], knob: str | None,
+         extra: dict[str, str] | None = None) -> str:
     env = {k: v for k, v in os.environ.items() if not k.startswith("DISTRUN_SHIM_")}
     env["PYTHONPATH"] = str(SHARED_SHIM)
+    env.update(extra or {})
     if knob is not None:
         env["DISTRUN_SHIM_MAIN_GLOBALS"] = knob
     done = subprocess.run([sys.executable, *argv], cwd=tmp_path, env=env,
@@ -52,3 +54,19 @@ def test_a_script_run_as_main_by_another_file_is_rebound(tmp_path: Path) -> None
 def test_processes_not_started_on_a_file_are_left_alone(tmp_path: Path) -> None:
     assert _run(tmp_path, ["-c", "max_iters = 3000\nprint(max_iters)"],
                 "max_iters=5") == "3000"
+
+
+def test_an_expression_is_evaluated_in_the_script_and_range_is_capped(tmp_path: Path) -> None:
+    """`NAME:=EXPR` (pytorch_cifar's `net:=LeNet()`) and DISTRUN_SHIM_MAIN_RANGE_CAP
+    (its `range(start_epoch, start_epoch+200)`), directly and under boot.py."""
+    (tmp_path / "train.py").write_text(
+        "def small():\n    return 'small'\n\nnet = 'big'\nstart = 0\n"
+        "epochs = [e for e in range(start, start + 200)]\n"
+        "def steps():\n    return len(range(50))\n\nprint(net, len(epochs), steps())\n")
+    (tmp_path / "boot.py").write_text(
+        "import runpy, sys\nrunpy.run_path(sys.argv[1], run_name='__main__')\n")
+    assert _run(tmp_path, ["train.py"], None) == "big 200 50"
+    cap = {"DISTRUN_SHIM_MAIN_RANGE_CAP": "2"}
+    assert _run(tmp_path, ["train.py"], "net:=small()", cap) == "small 2 2"
+    assert _run(tmp_path, ["boot.py", "train.py"], "net:=small()", cap) == "small 2 2"
+    assert _run(tmp_path, ["train.py"], None, cap) == "big 2 2"

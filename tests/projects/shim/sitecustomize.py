@@ -19,6 +19,9 @@ DISTRUN_SHIM_NO_DROPOUT=1   every functional dropout (F.dropout, dropout1d/2d/3d
                             nn.Dropout* modules too: no randomness in the forward pass.
 DISTRUN_SHIM_NO_NOISE=1     torch.randn_like returns zeros (the VAE's reparameterisation
                             noise), so the forward pass is deterministic.
+DISTRUN_SHIM_NUMPY_UNIFORM_MID=1
+                            np.random.uniform returns the middle of its range (a random
+                            augmentation parameter, the same in any fetch order).
 DISTRUN_SHIM_FLOAT64=1      torch's default dtype is float64 (models and the fake
                             torchvision's tensors): for a project whose float32 rounding
                             (one batch mean against the mean of the ranks' means) grows
@@ -70,7 +73,11 @@ DISTRUN_SHIM_CAPTURE_DDP=PATH
 DISTRUN_SHIM_MAIN_GLOBALS=NAME=VALUE;...
                             the script's top-level constants NAME (literals, no argparse:
                             `max_iters = 3000`) rebound to VALUE right after the script
-                            binds them, the file unchanged (_distrun_shim/main_globals.py).
+                            binds them, the file unchanged (_distrun_shim/main_globals.py);
+                            `NAME:=EXPR`: EXPR evaluated in the script's globals then.
+DISTRUN_SHIM_MAIN_RANGE_CAP=N
+                            `range` in the script's globals yields at most N values
+                            (a loop length that is a literal inside an expression).
 """
 
 from __future__ import annotations
@@ -88,10 +95,11 @@ if os.environ.get("DISTRUN_SHIM_SEED_BY_RANK") == "1":
 
     _knobs.seed_by_rank()
 
-if os.environ.get("DISTRUN_SHIM_MAIN_GLOBALS"):
+if os.environ.get("DISTRUN_SHIM_MAIN_GLOBALS") or os.environ.get("DISTRUN_SHIM_MAIN_RANGE_CAP"):
     from _distrun_shim import main_globals as _main_globals
 
-    _main_globals.override(os.environ["DISTRUN_SHIM_MAIN_GLOBALS"])
+    _main_globals.override(os.environ.get("DISTRUN_SHIM_MAIN_GLOBALS", ""),
+                           range_cap=os.environ.get("DISTRUN_SHIM_MAIN_RANGE_CAP"))
 
 if os.environ.get("DISTRUN_SHIM_PATH_MAP"):
     from _distrun_shim import knobs as _knobs
@@ -205,6 +213,10 @@ def _after_numpy(numpy):
         from _distrun_shim import knobs
 
         knobs.old_numpy_names(numpy)
+    if os.environ.get("DISTRUN_SHIM_NUMPY_UNIFORM_MID") == "1":
+        from _distrun_shim import knobs
+
+        knobs.numpy_uniform_mid(numpy)
     if os.environ.get("DISTRUN_SHIM_SEED_BY_RANK") == "1":
         from _distrun_shim import knobs
 

@@ -265,6 +265,20 @@ def old_numpy_names(numpy):
             setattr(numpy, old, getattr(numpy, new))
 
 
+def numpy_uniform_mid(numpy):
+    """`np.random.uniform(low, high, size)` gives the middle of its range (an array of it
+    when `size` is given): an augmentation's parameter drawn per sample from NumPy's global
+    generator (sthalles/SimCLR's GaussianBlur sigma) is the same whatever order, and on
+    whichever rank, the samples are fetched."""
+
+    def middle(low=0.0, high=1.0, size=None):
+        value = (numpy.asarray(low, dtype=float) + numpy.asarray(high, dtype=float)) / 2
+        return float(value) if size is None and value.ndim == 0 else numpy.broadcast_to(
+            value, () if size is None else size).copy()
+
+    numpy.random.uniform = middle
+
+
 def zero_dim_index(torch):
     """`t[0]` of a 0-dim tensor gives a copy of `t`, as in PyTorch 0.4 (which warned; an
     IndexError since 0.5): scripts of the PyTorch 0.3 era sum their loss with

@@ -10,6 +10,19 @@ VALUE. Then tracing stops: the training runs untraced. The converter reads the f
 upstream wrote it (3000 and all); only the runs, the original's and the converted one's
 alike, are shortened.
 
+`NAME:=EXPR` rebinds NAME to EXPR evaluated in the script's globals at that moment (the
+names the script has bound so far, its imports included): a model the file hard-codes
+replaced by a smaller one of its own package (`net:=LeNet()` after `net = SimpleDLA()`).
+
+DISTRUN_SHIM_MAIN_RANGE_CAP=N (read with the same trace): from the script's first line,
+`range` in its globals yields at most N values (`range(...)[:N]`, still a range), for a
+loop length that is a literal inside an expression, `range(start_epoch,
+start_epoch+200)`: every `range` that the script's own code calls, its functions too
+(other modules keep the builtin). It is put in every `__main__` top level the trace
+sees, so under `launch --check` (boot.py runs the script with runpy: two `__main__`
+frames) it reaches the script only while a NAME is still pending there: give it with a
+NAME the script binds.
+
 Only the first binding of each NAME is replaced (a later `max_iters = max_iters // 2`
 computes from VALUE and stands). Only in a process started on a `.py` file, so not in
 `python -m distrun` (convert, launch) or torchrun; there, the top level of any code run
@@ -23,31 +36,62 @@ import ast
 import sys
 
 
+class _Expression:
+    """The EXPR of `NAME:=EXPR`, evaluated in the script's globals when NAME is rebound."""
+
+    def __init__(self, text):
+        compile(text, "DISTRUN_SHIM_MAIN_GLOBALS", "eval")  # a syntax error fails at start-up
+        self.text = text
+
+    def value(self, namespace):
+        return eval(self.text, namespace)
+
+
 def parse(spec):
-    """`NAME=VALUE;...` -> {NAME: the literal VALUE}; a malformed pair raises at start-up."""
+    """`NAME=VALUE;NAME:=EXPR;...` -> {NAME: the literal VALUE, or an _Expression}; a
+    malformed pair raises at start-up."""
     values = {}
-    for item in spec.split(";"):
+    for item in (spec or "").split(";"):
         if not item.strip():
             continue
         name, sep, value = item.partition("=")
+        expression = name.endswith(":")
+        name = name[:-1] if expression else name
         if not sep or not name.strip().isidentifier():
-            raise ValueError(f"DISTRUN_SHIM_MAIN_GLOBALS: {item!r} is not NAME=VALUE")
-        values[name.strip()] = ast.literal_eval(value.strip())
+            raise ValueError(f"DISTRUN_SHIM_MAIN_GLOBALS: {item!r} is not NAME=VALUE "
+                             "or NAME:=EXPR")
+        values[name.strip()] = (_Expression(value.strip()) if expression
+                                else ast.literal_eval(value.strip()))
     return values
 
 
-def override(spec, argv=None):
-    """Installs the trace that rebinds the script's constants (see the module docstring)."""
+def _capped_range(cap):
+    builtin = range
+
+    def capped(*args):
+        return builtin(*args)[:cap]
+
+    return capped
+
+
+def override(spec, argv=None, range_cap=None):
+    """Installs the trace that rebinds the script's constants and, with `range_cap`,
+    caps its `range` (see the module docstring)."""
     argv = sys.argv if argv is None else argv
     if not argv or not str(argv[0]).endswith(".py"):
         return
     pending = parse(spec)
+    capped = None if range_cap is None else _capped_range(int(range_cap))
 
     def top_level(frame, event, arg):
+        if capped is not None and frame.f_globals.get("range") is not capped:
+            frame.f_globals["range"] = capped
         if event == "line":
             found = [name for name in pending if name in frame.f_globals]
             for name in found:
-                frame.f_globals[name] = pending.pop(name)
+                value = pending.pop(name)
+                frame.f_globals[name] = (value.value(frame.f_globals)
+                                         if isinstance(value, _Expression) else value)
             if not pending:
                 sys.settrace(None)
                 return None
@@ -61,5 +105,5 @@ def override(spec, argv=None):
             return top_level
         return None
 
-    if pending:
+    if pending or capped is not None:
         sys.settrace(on_call)

@@ -1,15 +1,21 @@
-"""A SummaryWriter that accepts every call and writes nothing."""
+"""A SummaryWriter that accepts every call and writes nothing but its folder: `log_dir`,
+or, as torch's writer names it when none is given, `runs/<month><day>_<H-M-S>_<host>`
+plus `comment` (scripts that keep files beside the logs read `writer.log_dir`)."""
 
 from __future__ import annotations
 
 import os
+import socket
+from datetime import datetime
 
 
 class SummaryWriter:
-    def __init__(self, log_dir=None, *args, **kwargs):
+    def __init__(self, log_dir=None, comment="", *args, **kwargs):
+        if not log_dir:
+            stamp = datetime.now().strftime("%b%d_%H-%M-%S")
+            log_dir = os.path.join("runs", f"{stamp}_{socket.gethostname()}{comment}")
         self.log_dir = log_dir
-        if log_dir:
-            os.makedirs(log_dir, exist_ok=True)
+        os.makedirs(log_dir, exist_ok=True)
 
     def __getattr__(self, name):
         if name.startswith("add_") or name in {"flush", "close"}:

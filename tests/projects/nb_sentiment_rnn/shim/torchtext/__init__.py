@@ -1,0 +1,1 @@
+"""A fake torchtext for nb_sentiment_rnn: only `torchtext.legacy` (data, datasets), offline."""
