@@ -31,3 +31,20 @@ def test_the_original_resumes_from_the_converted_runs_checkpoint_and_back(tmp_pa
     again = distrun("launch", "--nproc-per-node", "2", "train_ddp.py", cwd=tmp_path)
     assert again.returncode == 0, again.stdout + again.stderr
     assert sorted(torch.load(tmp_path / "last.pt")) == keys
+
+
+def test_a_dataparallel_wrap_made_under_a_condition_keeps_the_keys_of_where_it_ran(
+        tmp_path: Path) -> None:
+    """kuangliu/pytorch-cifar's `if device == 'cuda': net = DataParallel(net)`: the original
+    on this CPU saves plain keys, the converted run too (the `module.` prefix follows the
+    condition, kept on a GPU machine), with the original's weights to 1e-5."""
+    from tests.e2e.test_corpus_equivalence import assert_same_checkpoint, run_single, run_two
+
+    script = tmp_path / "cifar.py"
+    shutil.copy(SCRIPT.with_name("dataparallel_keys_conditional.py"), script)
+    converted = distrun("convert", "cifar.py", cwd=tmp_path)
+    assert converted.returncode == 0, converted.stdout + converted.stderr
+    assert "`net.distrun_dataparallel = True` marks where it happened" in converted.stdout
+    run_single(script, tmp_path)
+    run_two(tmp_path / "cifar_ddp.py", tmp_path)
+    assert_same_checkpoint(tmp_path)  # the same keys (no `module.` here), the same weights

@@ -94,9 +94,17 @@ def _plan_data_parallel(ctx: Context) -> bool:
         if (isinstance(assign, cst.Assign) and assign.value is call and is_model
                 and len(assign.targets) == 1 and stmt is not None
                 and flow.same(flow.place_of(assign.targets[0].target), inner_place)):
-            _remove_statement(facts, plan, stmt, assign)
-            plan.change(call, "model.dataparallel", f"removed `{facts.code(call)}`: torch's "
-                        "DistributedDataParallel replaces it")
+            if inner_place is not None and _under_condition(facts, stmt) \
+                    and _state_reads(ctx, [(stmt, inner_place)]):
+                target = facts.code(assign.targets[0].target)  # the keys follow the wrap
+                plan.rewrite(assign, _flag_assignment(target))
+                plan.change(call, "model.dataparallel", f"`{facts.code(call)}` made under a "
+                            f"condition: DistributedDataParallel replaces it; `{target}."
+                            f"{_FLAG} = True` marks where it happened")
+            else:
+                _remove_statement(facts, plan, stmt, assign)
+                plan.change(call, "model.dataparallel", f"removed `{facts.code(call)}`: "
+                            "torch's DistributedDataParallel replaces it")
             removed = True
             if inner_place is not None:
                 wrapped_at.append((stmt, inner_place))
@@ -141,18 +149,18 @@ def _keep_dataparallel_keys(ctx: Context, wrapped_at: list[tuple[cst.CSTNode, Pl
     `module.` keys: the converted run saves the same keys (the project's own tools load
     them), and loads such a state into the model itself."""
     facts, flow, plan = ctx.facts, ctx.flow, ctx.plan
-    for call in facts.calls:
-        method = call.func.attr.value if isinstance(call.func, cst.Attribute) else None
-        if method not in ("state_dict", "load_state_dict") or not isinstance(
-                call.func, cst.Attribute):
-            continue
+    for call, method in _state_reads(ctx, wrapped_at):
+        assert isinstance(call.func, cst.Attribute)
         place = flow.place_of(call.func.value)
-        after = any(place == wrapped and (
-            facts.scope(call) is not facts.scope(stmt) or facts.line(call) > facts.line(stmt))
-            for stmt, wrapped in wrapped_at)
-        if not after:
-            continue
-        if method == "state_dict":
+        flagged = [stmt for stmt, wrapped in wrapped_at
+                   if place == wrapped and _under_condition(facts, stmt)]
+        if method == "state_dict" and flagged:
+            plan.rewrite(call, _prefix_if_flagged(code_of(call.func.value)))
+            plan.change(call, "model.dataparallel_keys", f"`{facts.code(call)}` read the "
+                        "DataParallel wrapper's state where the wrap was made (line "
+                        f"{facts.line(flagged[0])}, under a condition): keys `module.*` "
+                        "there, plain elsewhere, as the original's")
+        elif method == "state_dict":
             plan.rewrite(call, lambda node: expression(
                 f'{{"module." + key: value for key, value in {code_of(node)}.items()}}'))
             plan.change(call, "model.dataparallel_keys", f"`{facts.code(call)}` read the "
@@ -212,6 +220,54 @@ def _to_ddp(ctx: Context, call: cst.Call) -> Rewrite:
         )
 
     return rewrite
+
+
+_FLAG = "distrun_dataparallel"  # set on a model where its conditional DataParallel was
+
+
+def _flag_assignment(target: str) -> Rewrite:
+    def make(_node: cst.CSTNode) -> cst.CSTNode:
+        line = cst.parse_statement(f"{target}.{_FLAG} = True\n")
+        assert isinstance(line, cst.SimpleStatementLine)
+        return line.body[0]
+    return make
+
+
+def _prefix_if_flagged(owner: str) -> Rewrite:
+    def make(node: cst.CSTNode) -> cst.CSTNode:
+        return expression(f'{{("module." if getattr({owner}, "{_FLAG}", False) else "") + '
+                          f'key: value for key, value in {code_of(node)}.items()}}')
+    return make
+
+
+def _state_reads(ctx: Context, wrapped_at: list[tuple[cst.CSTNode, Place]]
+                 ) -> list[tuple[cst.Call, str]]:
+    """(call, method) of each `state_dict()` / `load_state_dict()` of a DataParallel
+    wrapper's name after the wrap (the very name, not `model.module`)."""
+    facts, flow = ctx.facts, ctx.flow
+    found = []
+    for call in facts.calls:
+        method = call.func.attr.value if isinstance(call.func, cst.Attribute) else None
+        if method not in ("state_dict", "load_state_dict") or not isinstance(
+                call.func, cst.Attribute):
+            continue
+        place = flow.place_of(call.func.value)
+        if any(place == wrapped and (
+                facts.scope(call) is not facts.scope(stmt) or facts.line(call) > facts.line(stmt))
+               for stmt, wrapped in wrapped_at):
+            found.append((call, method))
+    return found
+
+
+def _under_condition(facts: Facts, stmt: cst.CSTNode) -> bool:
+    """Is `stmt` under an `if` of its own function (or of the module's top level)?"""
+    scope = facts.scope(stmt)
+    for anc in facts.ancestors(stmt):
+        if anc is scope:
+            return False
+        if isinstance(anc, cst.If) and facts.module_of(stmt).main_guard is not anc:
+            return True
+    return False
 
 
 def _remove_statement(facts: Facts, plan: Plan, stmt: cst.BaseStatement,
