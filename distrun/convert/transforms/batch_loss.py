@@ -158,8 +158,12 @@ def _warn(ctx: Context, form: Form, reason: str) -> None:
 
 _FIX = ("gather the features from every rank before it, with the differentiable "
         "all_gather: `z = torch.cat(torch.distributed.nn.functional.all_gather(z))`; every "
-        "rank then computes the loss of the whole batch (its sizes from `z.shape[0]`), and "
-        "the average of the ranks' gradients gives one process's step")
+        "rank then computes the loss of the whole batch (its sizes from `z.shape[0]`, not "
+        "from a batch size of the arguments), and the average of the ranks' gradients gives "
+        "one process's step. If the batch stacks the views of each sample (`torch.cat(views, "
+        "dim=0)` before the model, positives found by position), gather view by view, or the "
+        "positives pair other ranks' samples: `z = torch.cat([torch.cat(all_gather(v)) for v "
+        "in z.chunk(n_views)])`")
 
 
 def _short(facts: Facts, node: cst.CSTNode) -> str:
