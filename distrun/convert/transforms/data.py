@@ -28,6 +28,7 @@ from distrun.convert.draws import drawn_for_training
 from distrun.convert.idioms import (
     DATALOADER,
     ITERABLE_DATASET,
+    is_backward,
     origin_names,
     train_loops,
     unwrap_iter,
@@ -150,7 +151,7 @@ def plan_data(ctx: Context) -> None:
     hand_made = share_hand_made(ctx, sharded)
     if not loaders and not sharded and not hand_made and not share_random_draws(ctx) \
             and not full_batch(ctx):
-        plan.finding(None, "data.no_loader",
+        plan.finding(_training_loop(facts), "data.no_loader",
                      "no DataLoader found: batches seem to be built by hand, "
                      "so every rank would train on the same data",
                      "wrap the data in a Dataset and a DataLoader, or slice it per rank: "
@@ -167,6 +168,15 @@ def plan_data(ctx: Context) -> None:
 
 
 TRANSFORM = Transform("data", plan_data)
+
+
+def _training_loop(facts: Facts) -> cst.CSTNode | None:
+    """Where batches are trained on: the loop around the first backward pass (or the pass
+    itself, or None: the whole script)."""
+    backward = next((c for c in facts.calls if is_backward(c)), None)
+    if backward is None:
+        return None
+    return next(iter(facts.enclosing_loops(backward)), backward)
 
 
 _NO_GRAD = frozenset({"torch.no_grad", "torch.inference_mode", "no_grad", "inference_mode"})
