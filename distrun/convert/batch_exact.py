@@ -19,6 +19,7 @@ import libcst as cst
 
 from distrun.convert.analysis import Facts, ModuleInfo, dotted
 from distrun.convert.context import Context
+from distrun.convert.syntax import target_names
 from distrun.convert.transforms.loss import sums_in
 
 _DEPTH = 3
@@ -110,35 +111,25 @@ class _Uses(cst.CSTVisitor):
         self.bound.add(node.name.value)
 
     def visit_AssignTarget(self, node: cst.AssignTarget) -> None:
-        self.bound |= _target_names(node.target)
+        self.bound |= target_names(node.target)
 
     def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
-        self.bound |= _target_names(node.target)
+        self.bound |= target_names(node.target)
 
     def visit_AugAssign(self, node: cst.AugAssign) -> None:
-        self.bound |= _target_names(node.target)
+        self.bound |= target_names(node.target)
 
     def visit_For(self, node: cst.For) -> None:
-        self.bound |= _target_names(node.target)
+        self.bound |= target_names(node.target)
 
     def visit_CompFor(self, node: cst.CompFor) -> None:
-        self.bound |= _target_names(node.target)
+        self.bound |= target_names(node.target)
 
     def visit_AsName(self, node: cst.AsName) -> None:
-        self.bound |= _target_names(node.name)
+        self.bound |= target_names(node.name)
 
     def visit_NamedExpr(self, node: cst.NamedExpr) -> None:
-        self.bound |= _target_names(node.target)
-
-
-def _target_names(target: cst.BaseExpression) -> set[str]:
-    if isinstance(target, cst.Name):
-        return {target.value}
-    if isinstance(target, (cst.Tuple, cst.List)):
-        return {n for e in target.elements for n in _target_names(e.value)}
-    if isinstance(target, cst.StarredElement):
-        return _target_names(target.value)
-    return set()
+        self.bound |= target_names(node.target)
 
 
 def _constant(facts: Facts, value: cst.BaseExpression, func: cst.FunctionDef | None) -> bool:

@@ -54,3 +54,14 @@ def walk(node: cst.CSTNode) -> list[cst.CSTNode]:
     for child in node.children:
         found += walk(child)
     return found
+
+
+def target_names(target: cst.BaseExpression) -> set[str]:
+    """The names an assignment target binds (`a`, `a, (b, *c)`), not attributes or items."""
+    if isinstance(target, cst.Name):
+        return {target.value}
+    if isinstance(target, (cst.Tuple, cst.List)):
+        return {n for e in target.elements for n in target_names(e.value)}
+    if isinstance(target, cst.StarredElement):
+        return target_names(target.value)
+    return set()

@@ -35,6 +35,7 @@ from distrun.convert.context import Context, Transform
 from distrun.convert.idioms import is_backward, is_optimizer_step
 from distrun.convert.models import find_models
 from distrun.convert.names import Names
+from distrun.convert.syntax import target_names
 
 _EXITS = (cst.Break, cst.Continue, cst.Return, cst.Raise)
 _DEPTH = 3
@@ -241,7 +242,7 @@ class _Taint:
                     targets = [t.target for t in assign.targets] \
                         if isinstance(assign, cst.Assign) else [assign.target]
                     for target in targets:
-                        tainted |= _target_names(target)
+                        tainted |= target_names(target)
             for call in kept:  # `losses.append(loss.item())`
                 if any(_reads(arg.value, tainted, facts) for arg in call.args):
                     tainted.add(call.func.value.value)  # type: ignore[attr-defined]
@@ -328,11 +329,3 @@ def _calls(node: cst.CSTNode) -> list[cst.Call]:
 def _reads(node: cst.CSTNode, names: set[str], facts: Facts) -> bool:
     return bool(_tainted_reads(node, names, facts)) if isinstance(
         node, cst.BaseExpression) else False
-
-
-def _target_names(target: cst.BaseExpression) -> set[str]:
-    if isinstance(target, cst.Name):
-        return {target.value}
-    if isinstance(target, (cst.Tuple, cst.List)):
-        return {n for e in target.elements for n in _target_names(e.value)}
-    return set()

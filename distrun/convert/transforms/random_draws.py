@@ -36,6 +36,7 @@ import libcst as cst
 from distrun.convert.build import statement
 from distrun.convert.context import Context
 from distrun.convert.idioms import is_backward, is_optimizer_step
+from distrun.convert.syntax import target_names
 
 _DEPTH = 3
 # module-level draws of samples (indices or items), by the family of their generator
@@ -161,16 +162,16 @@ def _indexes_data(ctx: Context, node: cst.CSTNode, depth: int) -> bool:
 
     class Visit(cst.CSTVisitor):
         def visit_AssignTarget(self, node: cst.AssignTarget) -> None:
-            bound.update(_names(node.target))
+            bound.update(target_names(node.target))
 
         def visit_For(self, node: cst.For) -> None:
-            bound.update(_names(node.target))
+            bound.update(target_names(node.target))
 
         def visit_AugAssign(self, node: cst.AugAssign) -> None:
-            bound.update(_names(node.target))
+            bound.update(target_names(node.target))
 
         def visit_CompFor(self, node: cst.CompFor) -> None:
-            bound.update(_names(node.target))
+            bound.update(target_names(node.target))
 
         def visit_Subscript(self, node: cst.Subscript) -> None:
             root: cst.BaseExpression = node.value
@@ -188,14 +189,6 @@ def _indexes_data(ctx: Context, node: cst.CSTNode, depth: int) -> bool:
                 and _indexes_data(ctx, found[0], depth + 1):
             return True
     return False
-
-
-def _names(target: cst.BaseExpression) -> set[str]:
-    if isinstance(target, cst.Name):
-        return {target.value}
-    if isinstance(target, (cst.Tuple, cst.List)):
-        return {n for e in target.elements for n in _names(e.value)}
-    return set()
 
 
 def _module_name(ctx: Context, loop: cst.CSTNode, family: str) -> str | None:
