@@ -18,6 +18,7 @@ import fcntl
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -44,10 +45,14 @@ def _files(folder: Path) -> dict[str, str]:
     return found
 
 
+def _moved(value: str, old: Path | str, new: Path | str) -> str:
+    """`value` with the folder `old` (itself, not a longer name it begins) as `new`."""
+    return re.sub(re.escape(str(old)) + r"(?=/|$)", lambda _: str(new), value)
+
+
 def _key(args: list[str], folder: Path, env: dict[str, str]) -> str:
-    mine = str(folder)
-    what = {"args": [a.replace(mine, HERE) for a in args],
-            "env": {k: v.replace(mine, HERE) for k, v in sorted(env.items())},
+    what = {"args": [_moved(a, folder, HERE) for a in args],
+            "env": {k: _moved(v, folder, HERE) for k, v in sorted(env.items())},
             "files": _files(folder)}
     return hashlib.sha256(json.dumps(what, sort_keys=True).encode()).hexdigest()[:24]
 
@@ -92,9 +97,9 @@ def _run_there(args: list[str], folder: Path, env: dict[str, str], there: Path
         shutil.rmtree(there)
     shutil.copytree(folder, there, symlinks=True,
                     ignore=shutil.ignore_patterns("__pycache__"))
-    mine, theirs = str(folder), str(there)
-    result = run_cmd([a.replace(mine, theirs) for a in args], cwd=there,
-                     env={k: v.replace(mine, theirs) for k, v in env.items()})
+    theirs = str(there)
+    result = run_cmd([_moved(a, folder, there) for a in args], cwd=there,
+                     env={k: _moved(v, folder, there) for k, v in env.items()})
     if result.returncode == 0:
         result.stdout = result.stdout.replace(theirs, HERE)
         result.stderr = result.stderr.replace(theirs, HERE)
