@@ -16,6 +16,13 @@ pytest.register_assert_rewrite("tests.cli.convert_helpers", "tests.e2e.resume")
 ROOT = Path(__file__).resolve().parent.parent
 CORPUS = ROOT / "tests" / "corpus"
 
+# One thread per process for torch, in the test processes and in every process they start,
+# as torchrun gives each of its workers: torch's default (one per core) makes each tiny
+# operation wake and wait for threads that the other xdist worker's processes need; the
+# minGPT project's original run took 92 s with it, 10 s with one thread. A value already
+# set is kept (tests of what distrun does with it set it themselves, or clear it).
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
 
 def run_cmd(args: list[str], cwd: Path | None = None, env: dict[str, str] | None = None,
             timeout: float = 180, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
@@ -48,6 +55,14 @@ def marked_processes(marker: Path) -> dict[int, str]:
 def leftovers(marker: Path) -> list[str]:
     """Command lines of live processes that mention `marker` (the test's own folder)."""
     return list(marked_processes(marker).values())
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _reference_runs_kept_for_the_session(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """tests/reference.py keeps single-process runs in a folder the workers share."""
+    from tests import reference
+
+    reference.CACHE[:] = [reference.session_cache_root(tmp_path_factory.getbasetemp())]
 
 
 @pytest.fixture

@@ -12,15 +12,13 @@ from __future__ import annotations
 from pathlib import Path
 
 from tests.conftest import distrun
-from tests.e2e.test_corpus_equivalence import assert_same_checkpoint, run_single
+from tests.e2e.test_corpus_equivalence import assert_same_checkpoint
 
 
-def run_until_stopped(script: Path, converted: Path, folder: Path, stop_after: str
-                      ) -> dict[str, str]:
-    """The original `script` once (single.pt), then `converted` on 2 processes, batch 32
-    each, under the shim whose source is `stop_after`: ended after epoch 1, saved to
-    multi.pt. Returns the environment the converted script ran with."""
-    run_single(script, folder)
+def run_until_stopped(converted: Path, folder: Path, stop_after: str) -> dict[str, str]:
+    """`converted` on 2 processes, batch 32 each, under the shim whose source is
+    `stop_after`: ended after epoch 1, saved to multi.pt (the caller ran the original:
+    single.pt). Returns the environment the converted script ran with."""
     (folder / "stop_after.py").write_text(stop_after)
     env = {"BATCH_SIZE": "32", "OUT_PATH": str(folder / "multi.pt")}
     stopped = distrun("launch", "--nproc-per-node", "2", "stop_after.py", str(converted),

@@ -19,6 +19,7 @@ import pytest
 import torch
 
 from tests.conftest import CORPUS, distrun, run_cmd
+from tests.reference import run_in
 
 SCRIPTS = sorted(p.name for p in CORPUS.glob("*.py"))
 ACCELERATE_REORDERS_RNG = {"helper_loaders.py", "apex_trainer.py"}
@@ -50,10 +51,11 @@ def eval_lines(stdout: str) -> list[str]:
 
 def run_single(script: Path, folder: Path, env: dict[str, str] | None = None
                ) -> subprocess.CompletedProcess[str]:
-    """The script on one process, batch 64, its checkpoint in single.pt."""
-    result = run_cmd([sys.executable, str(script)], cwd=folder,
-                     env={"BATCH_SIZE": "64", "OUT_PATH": str(folder / "single.pt"),
-                          **(env or {})})
+    """The script on one process, batch 64, its checkpoint in single.pt; run once per
+    session for a given script, environment and folder (tests/reference.py): a test runs
+    it before writing its conversion into the folder, so that other tests share it."""
+    result = run_in([sys.executable, str(script)], folder,
+                    {"BATCH_SIZE": "64", "OUT_PATH": str(folder / "single.pt"), **(env or {})})
     assert result.returncode == 0, result.stderr
     return result
 
@@ -94,16 +96,15 @@ def test_corpus_is_big_enough() -> None:
 def test_converted_script_trains_like_the_original(name: str, tmp_path: Path) -> None:
     script = tmp_path / name
     shutil.copy(CORPUS / name, script)
-    converted = tmp_path / "converted.py"
-    conv = distrun("convert", str(script), "-o", str(converted), cwd=tmp_path)
-    assert conv.returncode == 0, conv.stderr
-
     # apex is not installable here (and its amp is gone): apex scripts are compared with
     # their conversion run as a world of one process, which needs no apex either.
     uses_apex = "apex" in script.read_text()
+    single = None if uses_apex else run_single(script, tmp_path)
+    converted = tmp_path / "converted.py"
+    conv = distrun("convert", str(script), "-o", str(converted), cwd=tmp_path)
+    assert conv.returncode == 0, conv.stderr
     assert not imported_modules(converted.read_text()) & {"apex", "distrun"}
-    reference = converted if uses_apex else script
-    single = run_single(reference, tmp_path)
+    single = single or run_single(converted, tmp_path)
 
     multi = run_two(converted, tmp_path)
 
@@ -111,12 +112,13 @@ def test_converted_script_trains_like_the_original(name: str, tmp_path: Path) ->
     assert eval_lines(multi.stdout) == eval_lines(single.stdout)
 
 
-@pytest.mark.parametrize("name", ["eval_loop.py", "trainer_class.py"])
-def test_converted_script_runs_under_accelerate_launch(name: str, tmp_path: Path) -> None:
+def test_converted_script_runs_under_accelerate_launch(tmp_path: Path) -> None:
     """The converted script is plain PyTorch: `accelerate launch` runs it too (its
-    multi-process launcher is torchrun underneath; on CPU the script picks gloo)."""
+    multi-process launcher is torchrun underneath; on CPU the script picks gloo). One
+    script: the path is the same for every script."""
     from distrun.launch.resolve import free_port
 
+    name = "eval_loop.py"
     script = tmp_path / name
     shutil.copy(CORPUS / name, script)
     single = run_single(script, tmp_path)
@@ -142,9 +144,7 @@ def test_converted_script_also_runs_without_a_launcher(tmp_path: Path) -> None:
     script = tmp_path / "eval_loop.py"
     shutil.copy(CORPUS / "eval_loop.py", script)
     env = {"BATCH_SIZE": "64"}
-    single = run_cmd([sys.executable, str(script)], cwd=tmp_path,
-                     env={**env, "OUT_PATH": str(tmp_path / "single.pt")})
-    assert single.returncode == 0, single.stderr
+    single = run_single(script, tmp_path)
     converted = tmp_path / "converted.py"
     assert distrun("convert", str(script), "-o", str(converted)).returncode == 0
     alone = run_cmd([sys.executable, str(converted)], cwd=tmp_path,
@@ -192,13 +192,14 @@ def test_accelerate_target_trains_like_the_original(name: str, tmp_path: Path) -
     processes: the same weights as the original on one process."""
     script = tmp_path / name
     shutil.copy(CORPUS / name, script)
+    # apex scripts: the reference is the conversion run as a world of one.
+    uses_apex = "apex" in script.read_text()
+    single = None if uses_apex else run_single(script, tmp_path)
     converted = tmp_path / "converted.py"
     conv = distrun("convert", str(script), "--to", "accelerate", "-o", str(converted))
     assert conv.returncode == 0, conv.stderr
     assert not imported_modules(converted.read_text()) & {"apex", "distrun"}
-    # apex scripts: the reference is the conversion run as a world of one.
-    reference = converted if "apex" in script.read_text() else script
-    single = run_single(reference, tmp_path)
+    single = single or run_single(converted, tmp_path)
     multi = run_two(converted, tmp_path, "accelerate")
     if name in ACCELERATE_REORDERS_RNG:
         # Its loader is prepared where it is built, before the model exists:

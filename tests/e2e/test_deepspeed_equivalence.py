@@ -84,8 +84,8 @@ def test_deepspeed_target_trains_like_the_original(name: str, tmp_path: Path) ->
     zero, launcher = ("1", "2", "3")[index % 3], ("deepspeed", "torchrun")[index % 2]
     script = tmp_path / name
     shutil.copy(CORPUS / name, script)
-    converted = convert(script, "--zero", zero)
     single = run_single(script, tmp_path)
+    converted = convert(script, "--zero", zero)
     multi = run_two(converted, tmp_path, launcher)
     assert_same_checkpoint(tmp_path)
     assert eval_lines(multi.stdout) == eval_lines(single.stdout)
@@ -112,8 +112,8 @@ def test_world_of_one_under_plain_python_and_the_weights_load_into_the_original(
 def test_offload_to_cpu_trains_like_the_original(tmp_path: Path) -> None:
     script = tmp_path / "trainer_class.py"
     shutil.copy(CORPUS / "trainer_class.py", script)
-    converted = convert(script, "--offload-optimizer", "cpu")
     run_single(script, tmp_path)
+    converted = convert(script, "--offload-optimizer", "cpu")
     run_two(converted, tmp_path, "deepspeed")
     assert_same_checkpoint(tmp_path)
 
@@ -123,12 +123,12 @@ def test_mixed_precision_moves_into_the_config(tmp_path: Path) -> None:
     to bf16 (on CPU too): close to the original's fp32 run, not equal."""
     script = tmp_path / "native_amp.py"
     shutil.copy(CORPUS / "native_amp.py", script)
+    run_single(script, tmp_path)
     converted = convert(script, "--amp", "bf16")
     code = converted.read_text()
     assert "GradScaler(" not in code and "autocast(" not in code and "scaler." not in code
     config = json.loads((tmp_path / "ds_config.json").read_text())
     assert config["torch_autocast"] == {"enabled": True, "dtype": "bfloat16"}
-    run_single(script, tmp_path)
     run_two(converted, tmp_path, "torchrun")
     assert_weights_close(tmp_path, tol=5e-2)
 
@@ -160,8 +160,9 @@ def test_save_stop_and_resume_trains_like_the_uninterrupted_original(
     ZeRO-3 the weights are gathered for the save and for the load."""
     script = tmp_path / "checkpoint_dict.py"
     shutil.copy(CORPUS / "checkpoint_dict.py", script)
+    run_single(script, tmp_path)
     converted = convert(script, "--zero", zero)
-    env = run_until_stopped(script, converted, tmp_path, STOP_AFTER)
+    env = run_until_stopped(converted, tmp_path, STOP_AFTER)
     assert (tmp_path / "multi.pt.deepspeed" / "latest").read_text() == "zero"
     resume_to_the_end(converted, tmp_path, env)
     alone = run_cmd([sys.executable, str(converted)], cwd=tmp_path,

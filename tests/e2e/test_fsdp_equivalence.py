@@ -75,8 +75,8 @@ def test_fsdp_target_trains_like_the_original(name: str, model_class: str | None
                                               tmp_path: Path) -> None:
     script = tmp_path / name
     shutil.copy(CORPUS / name, script)
-    converted = convert(script)
     single = run_single(script, tmp_path)
+    converted = convert(script)
     multi = run_two(converted, tmp_path)
     assert_same_checkpoint(tmp_path)
     assert eval_lines(multi.stdout) == eval_lines(single.stdout)
@@ -151,9 +151,10 @@ def test_save_stop_and_resume_trains_like_the_uninterrupted_original(tmp_path: P
     file), it ends where the original's 4 uninterrupted epochs end."""
     script = tmp_path / "checkpoint_dict.py"
     shutil.copy(CORPUS / "checkpoint_dict.py", script)
+    run_single(script, tmp_path)
     converted = convert(script)
     assert "set_optimizer_state_dict(model, optimizer, " in converted.read_text()
-    env = run_until_stopped(script, converted, tmp_path, STOP_AFTER)
+    env = run_until_stopped(converted, tmp_path, STOP_AFTER)
     saved = torch.load(tmp_path / "multi.pt", weights_only=True)
     assert saved["epoch"] == 1 and "hidden.weight" in saved["optimizer"]["state"]
     resume_to_the_end(converted, tmp_path, env)
