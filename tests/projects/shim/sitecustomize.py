@@ -48,6 +48,7 @@ DISTRUN_SHIM_LOOPBACK_ONLY=1
 DISTRUN_SHIM_OLD_APIS=1     the APIs old tutorials call: DataLoader iterators' `.next()`
                             (torch < 1.13), `torch._utils._accumulate` (torch < 2.1),
                             `torch.load` unpickling any object (weights_only=False, < 2.6),
+                            ReduceLROnPlateau's `verbose=` (accepted, ignored: gone in 2.x),
                             `np.Inf` / `np.NaN` / `np.float_` (NumPy 1.x).
 DISTRUN_SHIM_ZERO_DIM_INDEX=1
                             `t[0]` of a 0-dim tensor is a copy of `t`, as in PyTorch 0.4

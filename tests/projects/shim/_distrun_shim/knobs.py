@@ -231,7 +231,8 @@ def loopback_only():
 
 def old_torch_iterators(torch):
     """DataLoader iterators get back `.next()` (removed in torch 1.13; tutorials of the
-    time call `dataiter.next()`), and `torch._utils._accumulate` (removed in torch 2.1)."""
+    time call `dataiter.next()`), `torch._utils._accumulate` (removed in torch 2.1),
+    `torch.load` of any object, and ReduceLROnPlateau's `verbose` argument."""
     from torch.utils.data import dataloader
 
     dataloader._BaseDataLoaderIter.next = dataloader._BaseDataLoaderIter.__next__
@@ -255,6 +256,17 @@ def old_torch_iterators(torch):
         return load(*args, **kwargs)
 
     torch.load = load_as_before_2_6
+    # ReduceLROnPlateau(..., verbose=True): deprecated in torch 2.2, gone since; its only
+    # effect was a printed line when the rate dropped
+    plateau = torch.optim.lr_scheduler.ReduceLROnPlateau
+    plateau_init = plateau.__init__
+
+    @functools.wraps(plateau_init)
+    def plateau_init_as_before(self, *args, **kwargs):
+        kwargs.pop("verbose", None)
+        plateau_init(self, *args, **kwargs)
+
+    plateau.__init__ = plateau_init_as_before
 
 
 def old_numpy_names(numpy):
