@@ -159,6 +159,9 @@ _RULES: tuple[tuple[str, str], ...] = (
      "step."),
     ("agreed.scheduler", "A ReduceLROnPlateau stepped on a rank's own loss: the "
      "value is averaged over the ranks first, so every rank keeps the same learning rate."),
+    ("retained_graph.average", "A second backward pass through a graph kept from the first "
+     "(retain_graph=True): DDP averaged at the first, so the model's gradients are averaged "
+     "by hand before its optimizer steps."),
     ("batch_loss.gather", "A loss over the whole batch (in-batch negatives, batch "
      "statistics) gets every rank's batch, through the differentiable all_gather."),
     ("batch_loss.per_rank", "A loss over the whole batch that each rank computes over its "

@@ -62,40 +62,52 @@ SITECUSTOMIZE = '''\
 import os
 import torch
 
-_randint = torch.randint
+_name = os.environ["DRAW_FN"]  # randint, randn
+_draw = getattr(torch, _name)
 
 
 def _logged(*args, **kwargs):
-    drawn = _randint(*args, **kwargs)
-    if drawn.dim() == 1:
+    drawn = _draw(*args, **kwargs)
+    # the batch's indices; the GAN's noise (z of 4), not its data set (64 x 8)
+    if drawn.dim() == 1 if _name == "randint" else drawn.dim() == 2 and drawn.shape[-1] == 4:
         with open(os.path.join(os.environ["DRAWS_DIR"], f"draws_{os.environ.get('RANK', '0')}.txt"),
                   "a") as log:
-            log.write(" ".join(map(str, drawn.tolist())) + "\\n")
+            log.write(" ".join(f"{v:.6g}" for v in drawn.flatten().tolist()) + "\\n")
     return drawn
 
 
-torch.randint = _logged
+setattr(torch, _name, _logged)
 '''
 
 
-def test_batches_drawn_at_random_every_step_are_each_rank_s_own(tmp_path: Path) -> None:
-    """nanoGPT's get_batch: `torch.randint(len(data), (batch_size,))` at every step, torch
-    seeded once at the top. Converted, each rank draws other samples than the other's
-    (seeded alike and not reseeded by rank, both would draw the same ones: a step on 2
-    ranks would be one batch twice), and the run passes the check on 2 processes."""
+@pytest.mark.parametrize(("case", "fn", "said", "before"), [
+    ("data/random_draws", "randint", "draws.py:23: data.random_draws: each step draws its "
+     "samples", 0),
+    ("data/gan_noise", "randn", "draws.py:18: data.random_draws: each step draws values for "
+     "the model", 1),
+])
+def test_batches_drawn_at_random_every_step_are_each_rank_s_own(
+        tmp_path: Path, case: str, fn: str, said: str, before: int) -> None:
+    """nanoGPT's get_batch (`torch.randint(len(data), (batch_size,))` at every step, no
+    DataLoader) and a GAN's latent noise (`torch.randn(bs, z)` at every step beside a
+    sharded DataLoader), torch seeded once at the top. Converted, each rank draws other
+    values than the other's at every step (seeded alike and not reseeded by rank, both
+    would draw the same: a step on 2 ranks would see one batch, or one noise, twice); what
+    is drawn once before the loop (the GAN's fixed noise) stays the same on every rank."""
     script = tmp_path / "draws.py"
-    script.write_text((FIXTURES / "data/random_draws.py").read_text())
+    script.write_text((FIXTURES / f"{case}.py").read_text())
     shim = tmp_path / "shim"
     shim.mkdir()
     (shim / "sitecustomize.py").write_text(SITECUSTOMIZE)
     converted = distrun("convert", "draws.py", cwd=tmp_path)
     assert converted.returncode == 0, converted.stdout + converted.stderr
-    assert "draws.py:23: data.random_draws" in converted.stdout, converted.stdout
-    env = {"PYTHONPATH": str(shim), "DRAWS_DIR": str(tmp_path), "STEPS": "5"}
+    assert said in converted.stdout, converted.stdout
+    env = {"PYTHONPATH": str(shim), "DRAWS_DIR": str(tmp_path), "STEPS": "5", "DRAW_FN": fn}
     run_two(tmp_path / "draws_ddp.py", tmp_path, env={**env, "BATCH_SIZE": "8"})
     drawn = [(tmp_path / f"draws_{rank}.txt").read_text().splitlines() for rank in (0, 1)]
-    assert len(drawn[0]) == len(drawn[1]) == 5, drawn
-    assert all(a != b for a, b in zip(*drawn, strict=True)), drawn
+    assert len(drawn[0]) == len(drawn[1]) >= before + 4, drawn
+    assert drawn[0][:before] == drawn[1][:before], drawn
+    assert all(a != b for a, b in zip(drawn[0][before:], drawn[1][before:], strict=True)), drawn
 
 
 def test_a_loop_left_on_the_loss_is_left_at_the_same_step_by_every_rank(tmp_path: Path) -> None:
@@ -117,3 +129,18 @@ def test_a_loop_left_on_the_loss_is_left_at_the_same_step_by_every_rank(tmp_path
     multi = run_two(tmp_path / "stop_ddp.py", tmp_path)
     assert "stopped at epoch 13" in multi.stdout, multi.stdout
     assert_same_checkpoint(tmp_path)
+
+
+def test_a_second_backward_through_a_kept_graph_is_averaged(tmp_path: Path) -> None:
+    """The simple GAN's `loss_disc.backward(retain_graph=True)` through the generator's
+    undetached output, then `loss_gen.backward()` through the same graph: DDP averaged
+    the generator's gradients at the first only. Seen by hand without the average: the
+    check's "[params-diverged] after optimizer step 1 of optimizer 2" (masked while every
+    rank drew the same noise). Converted, `launch --check` compares the ranks' weights
+    after every step: no problem."""
+    script = tmp_path / "gan.py"
+    script.write_text((FIXTURES / "retained_graph/gan_retained.py").read_text())
+    converted = distrun("convert", "gan.py", cwd=tmp_path)
+    assert converted.returncode == 0, converted.stdout + converted.stderr
+    assert "gan.py:34: retained_graph.average" in converted.stdout, converted.stdout
+    run_two(tmp_path / "gan_ddp.py", tmp_path)  # --check: any divergence fails it

@@ -29,6 +29,7 @@ from distrun.convert.transforms import (
     model,
     output,
     rank0_values,
+    retained_graph,
     scale_lr,
     setup,
 )
@@ -41,6 +42,7 @@ PIPELINE: tuple[Transform | Stage, ...] = (
     evaluation.TRANSFORM,
     loss.TRANSFORM,
     agreed.TRANSFORM,
+    retained_graph.TRANSFORM,
     batch_loss.TRANSFORM,
     amp.REMOVE,
     amp.TRANSFORM,

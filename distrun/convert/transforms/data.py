@@ -46,6 +46,7 @@ from distrun.convert.transforms.loader_names import (
     construction_names,
     reached_names,
 )
+from distrun.convert.transforms.noise_draws import reseed_noise
 from distrun.convert.transforms.phase_loaders import shard_phase_loaders
 from distrun.convert.transforms.random_draws import share_random_draws
 from distrun.convert.transforms.rebuild import (
@@ -165,6 +166,8 @@ def plan_data(ctx: Context) -> None:
         set_epoch_on_new_iterators(ctx, epoched)
     measured_on_training_data(ctx, sharded)
     progress_of_the_whole(ctx, sharded)
+    if loaders or sharded or hand_made:
+        reseed_noise(ctx)
 
 
 TRANSFORM = Transform("data", plan_data)

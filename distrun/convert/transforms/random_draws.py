@@ -47,7 +47,7 @@ _DRAWS = {  # keys: the module reseeded
     "torch": ("torch.randint", "torch.multinomial"),
 }
 # module-level draws of values from a distribution: synthetic data, or noise
-_VALUES = {
+VALUES = {
     "random": ("random.random", "random.gauss", "random.uniform", "random.normalvariate"),
     "numpy": ("numpy.random.randn", "numpy.random.rand", "numpy.random.normal",
               "numpy.random.uniform", "numpy.random.standard_normal", "numpy.random.random",
@@ -77,11 +77,8 @@ def share_random_draws(ctx: Context) -> bool:
         shown = []
         for family in sorted({f for f, _ in draws}):
             call = min((c for f, c in draws if f == family), key=ctx.facts.line)
-            module = _module_name(ctx, loop, family)
-            if module is None:
+            if not reseed_before(ctx, loop, family):
                 continue
-            ctx.plan.insert_before(loop, [statement(
-                _RESEED[family].format(m=module, rank=_rank(ctx, loop)) + "\n")])
             lines = sorted({(ctx.facts.module_of(c).path, ctx.facts.line(c))
                             for f, c in draws if f == family})
             where = ", ".join(f"{path}:{line}" for path, line in lines)
@@ -125,7 +122,7 @@ def _reach(ctx: Context, body: cst.CSTNode, depth: int) -> tuple[bool, frozenset
         name = facts.call_name(call) or ""
         family = next((f for f, names in _DRAWS.items() if name in names), None)
         if family is None and facts.enclosing_class(call) is None:
-            family = next((f for f, names in _VALUES.items() if name in names), None)
+            family = next((f for f, names in VALUES.items() if name in names), None)
         if family is not None:
             draws.add((family, call))
         found = ctx.flow.callee(call) if depth < _DEPTH else None
@@ -135,10 +132,21 @@ def _reach(ctx: Context, body: cst.CSTNode, depth: int) -> tuple[bool, frozenset
     return steps, frozenset(draws)
 
 
+def reseed_before(ctx: Context, loop: cst.For | cst.While, family: str) -> bool:
+    """Reseed `family`'s module-level generator by rank just before `loop` (False if the
+    module is not imported where the loop is)."""
+    module = _module_name(ctx, loop, family)
+    if module is None:
+        return False
+    ctx.plan.insert_before(loop, [statement(
+        _RESEED[family].format(m=module, rank=_rank(ctx, loop)) + "\n")])
+    return True
+
+
 def _values_of(ctx: Context) -> set[cst.Call]:
     facts = ctx.facts
     return {call for call in facts.calls
-            if any(facts.call_name(call) in names for names in _VALUES.values())}
+            if any(facts.call_name(call) in names for names in VALUES.values())}
 
 
 def walks_no_data(ctx: Context, loop: cst.For | cst.While) -> bool:
