@@ -99,7 +99,8 @@ config() {
         echo "$SUBNET.254 drctl"
     } >"$dir/hosts"
     local cpus
-    cpus=$(nproc)
+    # the machine's cores: nproc alone honours OMP_NUM_THREADS (1 in the test processes)
+    cpus=$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc)
     cat >"$dir/slurm.conf" <<EOF
 ClusterName=distrun-test
 SlurmctldHost=$host($SUBNET.254)
