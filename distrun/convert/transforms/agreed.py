@@ -32,13 +32,12 @@ import libcst as cst
 from distrun.convert.analysis import Facts, Scope, dotted
 from distrun.convert.build import code_of, expression
 from distrun.convert.context import Context, Transform
-from distrun.convert.idioms import is_backward, is_optimizer_step
+from distrun.convert.idioms import is_backward, trains
 from distrun.convert.models import find_models
 from distrun.convert.names import Names
 from distrun.convert.syntax import target_names
 
 _EXITS = (cst.Break, cst.Continue, cst.Return, cst.Raise)
-_DEPTH = 3
 # each rank reads its own clock: a time limit tested on it is left at another step
 _CLOCKS = {"time.time", "time.perf_counter", "time.monotonic", "time.process_time",
            "time.time_ns", "time.perf_counter_ns", "time.monotonic_ns",
@@ -53,7 +52,7 @@ def plan_agreed_exits(ctx: Context) -> None:
         for test, owner in _exit_tests(info.module):
             loop = owner if isinstance(owner, cst.While) else next(
                 iter(ctx.facts.enclosing_loops(owner)), None)
-            if loop is None or not _trains(ctx, loop):
+            if loop is None or not trains(ctx.facts, loop, flow=ctx.flow):
                 continue
             local = taint.of(ctx.facts.scope(owner))
             names = _tainted_reads(test, local, ctx.facts)
@@ -163,17 +162,6 @@ def _leaves(block: cst.CSTNode) -> bool:
     if isinstance(block, cst.Call) and dotted(block.func) in _EXIT_CALLS:
         return True
     return any(_leaves(child) for child in block.children)
-
-
-def _trains(ctx: Context, node: cst.CSTNode, depth: int = 0) -> bool:
-    """Does `node` step the model, itself or through the project's functions it calls?"""
-    for call in ctx.facts.calls_in(node):
-        if is_backward(call) or is_optimizer_step(call):
-            return True
-        found = ctx.flow.callee(call) if depth < _DEPTH else None
-        if found is not None and found[0] is not node and _trains(ctx, found[0], depth + 1):
-            return True
-    return False
 
 
 def _tainted_reads(test: cst.BaseExpression, tainted: set[str], facts: Facts

@@ -25,7 +25,7 @@ import libcst as cst
 
 from distrun.convert.analysis import Facts
 from distrun.convert.context import Context
-from distrun.convert.idioms import is_backward, is_optimizer_step
+from distrun.convert.idioms import trains
 from distrun.convert.models import find_models
 from distrun.convert.transforms.random_draws import VALUES, reseed_before
 
@@ -42,7 +42,7 @@ def reseed_noise(ctx: Context) -> None:
         loop = next(iter(facts.enclosing_loops(call)), None)
         if family is None or loop is None or facts.enclosing_class(call) is not None:
             continue
-        if _feeds_forward(facts, call, forwards) and _steps(facts, loop):
+        if _feeds_forward(facts, call, forwards) and trains(facts, loop, flow=ctx.flow):
             found.setdefault(id(loop), (loop, []))[1].append((family, call))
     for loop, draws in found.values():
         shown = []
@@ -74,10 +74,6 @@ def _feeds_forward(facts: Facts, draw: cst.Call, forwards: list[cst.Call]) -> bo
     return any(facts.scope(fwd) is scope and any(
         n.value == name for arg in fwd.args for n in _names(arg))
         for fwd in forwards)
-
-
-def _steps(facts: Facts, loop: cst.CSTNode) -> bool:
-    return any(is_backward(c) or is_optimizer_step(c) for c in facts.calls_in(loop))
 
 
 def _names(node: cst.CSTNode) -> list[cst.Name]:
