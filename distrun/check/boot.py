@@ -105,21 +105,34 @@ def _recorder_dumps() -> None:
             with open(fifo, "rb") as asked:  # blocks until distrun writes
                 if not asked.read(1):
                     continue
-            c10d = getattr(getattr(sys.modules.get("torch"), "_C", None),
-                           "_distributed_c10d", None)
-            # the name of PyTorch 2.13; older ones had NCCL's only, under another name
-            dump = getattr(c10d, "_dump_fr_trace", None) or getattr(
-                c10d, "_dump_nccl_trace", None)
-            try:
-                raw = dump() if dump is not None else None
-            except Exception:  # noqa: BLE001 (no process group yet, a build without it)
-                raw = None
+            raw = _recorder_dump()
             if raw:
                 with open(f"{prefix}{rank}.part", "wb") as out:
                     out.write(raw)
                 os.replace(f"{prefix}{rank}.part", f"{prefix}{rank}")
 
     threading.Thread(target=serve, name="distrun-flight-recorder", daemon=True).start()
+
+
+def _recorder_dump() -> bytes | None:
+    """This rank's Flight Recorder, pickled: the first dump that holds entries. PyTorch
+    2.13 keeps every backend's in one recorder (`_dump_fr_trace`); older ones keep NCCL's
+    apart (`_dump_nccl_trace`; their `_dump_fr_trace` then has no NCCL entry: seen with
+    2.11 on a GPU)."""
+    import pickle
+
+    c10d = getattr(getattr(sys.modules.get("torch"), "_C", None), "_distributed_c10d", None)
+    first: bytes | None = None
+    for name in ("_dump_nccl_trace", "_dump_fr_trace"):
+        dump = getattr(c10d, name, None)
+        try:
+            raw: bytes | None = dump() if dump is not None else None
+            if raw and pickle.loads(raw).get("entries"):
+                return raw
+        except Exception:  # noqa: BLE001 (no process group yet, a build without it)
+            raw = None
+        first = first or raw
+    return first
 
 
 def main(argv: list[str]) -> None:

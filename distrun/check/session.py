@@ -105,7 +105,9 @@ class Session:
         target = [*(["-m"] if self.spec.module else []), self.spec.script,
                   *self.spec.script_args]
         head = command.argv[:len(command.argv) - len(target)]
-        self.dumps = _dump_folder(self.spec.log_dir)
+        # in the user's log folder; a temporary one of their own where distrun made the
+        # log folder (removed after a clean run, dumps a hang report said were kept too)
+        self.dumps = _dump_folder(self.spec.log_dir if self.spec.keep_logs else None)
         env = {**command.env, "DISTRUN_CHECK_DIR": str(self.folder),
                "DISTRUN_FR_PREFIX": str(self.dumps / PREFIX),
                **recorder_env(self.dumps, {**os.environ, **command.env})}
@@ -216,7 +218,7 @@ class Session:
 
 def _dump_folder(log_dir: str | None) -> Path:
     """Where the Flight Recorder's dumps go: `flight-recorder/` in the job's log folder,
-    else (no logs kept, a folder that cannot be made) a temporary folder."""
+    else (no log folder kept, a folder that cannot be made) a temporary folder."""
     if log_dir:
         folder = Path(log_dir) / "flight-recorder"
         try:

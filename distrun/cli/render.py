@@ -81,8 +81,11 @@ def next_steps(result: ConvertResult, written: str, gpus: int) -> list[str]:
     import shlex
 
     launcher = [] if result.launcher == "torchrun" else ["--launcher", result.launcher]
-    nproc = "gpu" if gpus else "2"
-    where = f"one process per GPU ({gpus} here)" if gpus else "2 processes on this CPU"
+    on_cpu = any(f.rule == "device.cpu_script" for f in result.findings)
+    nproc = "gpu" if gpus and not on_cpu else "2"
+    where = (f"one process per GPU ({gpus} here)" if gpus and not on_cpu else
+             "2 processes on the CPU, where the script trains" if on_cpu else
+             "2 processes on this CPU")
     partial = any(RULES[f.rule].blocks and f.severity == "error" for f in result.findings)
     check = ["--check"] if partial else []  # what is unresolved shows in its first steps
     command = shlex.join(["distrun", "launch", *check, "--nproc-per-node", nproc, *launcher,

@@ -59,6 +59,7 @@ class Context:
     folder: str | None = None  # where the entry lives: the user's files beside it (None: none)
     refusal: tuple[Finding, ModuleInfo] | None = None  # why nothing may be converted
     entry_is_library: bool = False  # setup -> pipeline: the entry only defines things
+    on_cpu: bool = False  # device -> setup, wrap: the script names no GPU (trains on the CPU)
     first_runs: set[cst.CSTNode] = field(default_factory=set)  # `if`s rank 0 runs first
     _flow: Flow | None = field(default=None, repr=False)
 

@@ -49,7 +49,9 @@ def complete(ctx: Context, info: ModuleInfo, tree: cst.Module) -> cst.Module:
         lines.append(f'{n.rank} = int({n.os}.environ.get("RANK", 0))\n')
     if wanted["world_size"]:
         lines.append(f'{n.world_size} = int({n.os}.environ.get("WORLD_SIZE", 1))\n')
-    if wanted["device"]:
+    if wanted["device"] and ctx.on_cpu:  # the project trains on the CPU
+        lines.append(f'{n.device} = torch.device("cpu")\n')
+    elif wanted["device"]:
         lines.append(f'{n.device} = (torch.device("cuda", {n.local_rank}) if '
                      'torch.cuda.is_available() else torch.device("cpu"))\n')
     own, own_imports = ctx.target.module_lines(ctx, used)

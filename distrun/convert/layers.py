@@ -180,6 +180,11 @@ def sync_bn_lines(ctx: Context, model: Model, name: str, anchor: cst.CSTNode
     if not model.sync_bn:
         return []
     plan = ctx.plan
+    if ctx.on_cpu:
+        plan.finding(anchor, "model.sync_bn", f"--sync-bn: `{name}` is left as it is: the "
+                     "script trains on the CPU, where SyncBatchNorm does not run (each rank "
+                     "keeps its own BatchNorm statistics)", severity="warning")
+        return []
     unseen = " (if it has any: what builds it is not all in the script)" \
         if model.sync_bn == "unseen" else ""
     plan.change(anchor, "model.sync_bn", f"BatchNorm layers of `{name}`{unseen} -> SyncBatchNorm "

@@ -56,6 +56,8 @@ _RULES: tuple[tuple[str, str], ...] = (
     ("device.compare", "A test of the device against 'cuda' keeps working now that the "
      "device is 'cuda:N'."),
     ("device.gpu_index", "A GPU index set to 0 becomes the local rank."),
+    ("device.cpu_script", "A script that names no GPU and no device trains on the CPU: so "
+     "does each rank (gloo), also on a machine with GPUs."),
     ("device.backend", "In a script already distributed: NCCL only where there is CUDA, gloo "
      "on the CPU."),
     ("device.group_from_launcher", "In a script already distributed: a process group "
@@ -175,6 +177,8 @@ _RULES: tuple[tuple[str, str], ...] = (
     ("amp.scaler_step", "--amp fp16: `optimizer.step()` goes through the GradScaler."),
     ("amp.no_backward", "--amp fp16|bf16: no forward pass could be put under autocast: "
      "refused."),
+    ("amp.fp16_on_cpu", "--amp fp16 on a script that trains on the CPU (it names no GPU): "
+     "refused, float16 autocast and its GradScaler run on CUDA."),
     ("amp.remove_autocast", "Autocast removed (--amp none, or the target sets the "
      "precision)."),
     ("amp.remove_scaler", "GradScaler removed, or disabled where its state is used (--amp "
@@ -288,6 +292,8 @@ _RULES: tuple[tuple[str, str], ...] = (
     ("accelerate.apex_amp", "apex with --amp fp16|bf16: the Accelerator's mixed precision "
      "cannot take apex's scaled loss."),
     ("deepspeed.one_model", "DeepSpeed needs one model trained by one optimizer."),
+    ("deepspeed.cpu_batches", "A script that names no GPU keeps its batches on the CPU "
+     "while DeepSpeed puts its model on the GPU where there is one: warned."),
     ("deepspeed.updated_by_hand", "A model updated without an optimizer cannot become a "
      "DeepSpeed engine."),
     ("deepspeed.optimizer_out_of_reach", "The optimizer cannot be reached where the "

@@ -38,6 +38,13 @@ def script(model: str = "model = nn.Linear(4, 1)",
     return textwrap.dedent(LOOP).format(model=model, optimizer=optimizer)
 
 
+def on_a_device(source: str) -> str:
+    """`source` with its model on a device (GPU where there is one): a script that names
+    none trains on the CPU, converted as such."""
+    return source.replace("\noptimizer = ", '\nmodel.to("cuda" if torch.cuda.is_available() '
+                          'else "cpu")\noptimizer = ', 1)
+
+
 NET = """class Net(nn.Module):
     def __init__(self):
         super().__init__()
@@ -79,6 +86,7 @@ for step in range(3):
         "        loss = nn.functional.mse_loss(model(x), y)\n        loss.backward()\n",
         "        nn.functional.mse_loss(model(x), y).backward()\n"),
      "amp.no_backward", 1, "no `loss.backward()` of a named loss"),
+    (["--amp", "fp16"], script(), "amp.fp16_on_cpu", 1, "the script trains on the CPU"),
 ])
 def test_what_the_script_makes_impossible_is_refused(words: list[str], source: str, rule: str,
                                                      line: int, says: str) -> None:
@@ -94,7 +102,7 @@ def test_what_the_script_makes_impossible_is_refused(words: list[str], source: s
 def test_sync_bn_on_a_model_from_a_library_is_converted_and_says_so() -> None:
     """torchvision's models are not in the script: BatchNorm may be there (resnet18 has
     some), so the conversion is added, saying that it cannot be seen."""
-    source = script("import torchvision\nmodel = torchvision.models.resnet18()")
+    source = on_a_device(script("import torchvision\nmodel = torchvision.models.resnet18()"))
     result = convert_source(source, "t.py", ConvertOptions(sync_bn=True))
     assert "torch.nn.SyncBatchNorm.convert_sync_batchnorm(model)" in result.output
     [change] = [c for c in result.changes if c.rule == "model.sync_bn"]
@@ -103,10 +111,16 @@ def test_sync_bn_on_a_model_from_a_library_is_converted_and_says_so() -> None:
 
 @pytest.mark.parametrize("layer", ["nn.BatchNorm1d(8)", "torch.nn.LazyBatchNorm1d()"])
 def test_sync_bn_finds_batchnorm_in_the_projects_classes(layer: str) -> None:
-    source = script(NET.replace("nn.ReLU()", layer))
+    source = on_a_device(script(NET.replace("nn.ReLU()", layer)))
     result = convert_source(source, "t.py", ConvertOptions(sync_bn=True))
     [change] = [c for c in result.changes if c.rule == "model.sync_bn"]
     assert "if it has any" not in change.message
+    # the same script on the CPU: SyncBatchNorm does not run there, so it is not added
+    cpu = convert_source(script(NET.replace("nn.ReLU()", layer)), "t.py",
+                         ConvertOptions(sync_bn=True))
+    assert "SyncBatchNorm" not in cpu.output
+    [left] = [f for f in cpu.findings if f.rule == "model.sync_bn"]
+    assert left.severity == "warning" and "trains on the CPU" in left.message
 
 
 def test_amp_none_on_a_script_without_mixed_precision_says_so() -> None:

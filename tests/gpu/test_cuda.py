@@ -15,8 +15,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from tests.conftest import CORPUS, distrun
+from tests.conftest import CORPUS, ROOT, distrun
 from tests.e2e.test_corpus_equivalence import (
+    assert_same_checkpoint,
     assert_weights_close,
     eval_lines,
     run_single,
@@ -40,10 +41,11 @@ def convert(name: str, folder: Path, *options: str) -> tuple[Path, Path]:
     return script, converted
 
 
-def launch_on_the_gpus(converted: Path, folder: Path) -> str:
+def launch_on_the_gpus(converted: Path, folder: Path, launcher: str = "torchrun") -> str:
     """The converted script on every GPU (one here), NCCL_DEBUG=INFO, under `--check` (its
     probe fingerprints CUDA tensors where they live); its output."""
-    result = distrun("launch", "--nproc-per-node", "gpu", "--check", str(converted), cwd=folder,
+    result = distrun("launch", "--launcher", launcher, "--nproc-per-node", "gpu", "--check",
+                     str(converted), cwd=folder,
                      env={"BATCH_SIZE": str(64 // torch.cuda.device_count()),
                           "OUT_PATH": str(folder / "multi.pt"), "NCCL_DEBUG": "INFO"})
     output = result.stdout + result.stderr
@@ -63,6 +65,30 @@ def test_converted_script_on_nccl_trains_like_the_original(name: str, tmp_path: 
     single = run_single(script, tmp_path)
     multi = launch_on_the_gpus(converted, tmp_path)
     assert_weights_close(tmp_path)
+    assert eval_lines(multi) == eval_lines(single.stdout)
+
+
+def test_fsdp_target_on_cuda_trains_like_the_original(tmp_path: Path) -> None:
+    """--to fsdp: fully_shard on the rank's GPU, NCCL, the full state dict saved by rank 0
+    with the original's keys, equal to the original's run on the same GPU."""
+    script, converted = convert("eval_loop.py", tmp_path, "--to", "fsdp")
+    assert "fully_shard(" in converted.read_text()
+    single = run_single(script, tmp_path)
+    multi = launch_on_the_gpus(converted, tmp_path)
+    assert_same_checkpoint(tmp_path)
+    assert eval_lines(multi) == eval_lines(single.stdout)
+
+
+@pytest.mark.parametrize(("zero", "launcher"), [("2", "deepspeed"), ("3", "torchrun")])
+def test_deepspeed_target_on_cuda_trains_like_the_original(zero: str, launcher: str,
+                                                           tmp_path: Path) -> None:
+    """--to deepspeed: the engine on the rank's GPU (ZeRO-2 under DeepSpeed's launcher,
+    ZeRO-3 under torchrun), equal to the original's run on the same GPU."""
+    pytest.importorskip("deepspeed")
+    script, converted = convert("eval_loop.py", tmp_path, "--to", "deepspeed", "--zero", zero)
+    single = run_single(script, tmp_path)
+    multi = launch_on_the_gpus(converted, tmp_path, launcher)
+    assert_same_checkpoint(tmp_path)
     assert eval_lines(multi) == eval_lines(single.stdout)
 
 
@@ -118,6 +144,49 @@ def test_more_processes_than_gpus_fails_with_the_fix(tmp_path: Path) -> None:
     assert "--nproc-per-node gpu" in result.stderr
 
 
+def test_a_script_that_names_no_device_trains_on_the_cpu_of_a_gpu_machine(
+        tmp_path: Path) -> None:
+    """A script that never names a GPU trains on the CPU: converted, its ranks do too, with
+    gloo, on a machine with a GPU (a model moved to the GPU would meet its batches on
+    the CPU at the first step), and on 2 processes where there is one GPU."""
+    script = tmp_path / "train.py"
+    shutil.copy(ROOT / "tests/convert/fixtures/agreed/loss_tests.py", script)
+    converted = tmp_path / "converted.py"
+    result = distrun("convert", str(script), "-o", str(converted))
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "[device.cpu_script]" in result.stdout
+    assert "--nproc-per-node 2 " in result.stdout  # not `gpu`: the script trains on the CPU
+    single = run_single(script, tmp_path)
+    multi = distrun("launch", "--nproc-per-node", "2", "--check", str(converted), cwd=tmp_path,
+                    env={"BATCH_SIZE": "32", "OUT_PATH": str(tmp_path / "multi.pt"),
+                         "NCCL_DEBUG": "INFO"})
+    assert multi.returncode == 0, multi.stderr[-3000:]
+    assert "no problem found" in multi.stderr and "NCCL INFO" not in multi.stdout + multi.stderr
+    assert_same_checkpoint(tmp_path)
+    assert single.stdout.strip() == multi.stdout.strip() != ""
+
+
+def test_a_loop_left_on_the_mean_loss_runs_its_collective_on_the_gpu(tmp_path: Path) -> None:
+    """The agreed exit and scheduler (`mean_over_ranks`) of a script on a GPU: the mean is
+    all-reduced on the rank's GPU (NCCL reduces no CPU tensor), the run leaves where the
+    original does."""
+    source = (ROOT / "tests/convert/fixtures/agreed/loss_tests.py").read_text()
+    source = source.replace("model = nn.Linear(4, 1)\n", "device = torch.device(\"cuda\")\n"
+                            "model = nn.Linear(4, 1).to(device)\n")
+    source = source.replace("model(xb), yb)", "model(xb.to(device)), yb.to(device))")
+    (tmp_path / "loss_tests.py").write_text(source)
+    script = tmp_path / "loss_tests.py"
+    converted = tmp_path / "converted.py"
+    result = distrun("convert", str(script), "-o", str(converted))
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "mean_over_ranks(step_loss)" in converted.read_text()
+    single = run_single(script, tmp_path)
+    multi = launch_on_the_gpus(converted, tmp_path)
+    assert_same_checkpoint(tmp_path)
+    stops = [line for line in multi.splitlines() if line.startswith("stopped at epoch")]
+    assert "stopped at epoch" in single.stdout and stops == [single.stdout.strip()]
+
+
 QUIET_AFTER_NCCL = """\
 import time, torch, torch.distributed as dist
 dist.init_process_group("nccl")
@@ -126,6 +195,10 @@ t = torch.ones(4, device="cuda")
 dist.all_reduce(t)
 torch.cuda.synchronize()
 print("reduced", t.sum().item(), flush=True)
+weight = torch.nn.Parameter(t.clone())  # one step: a job that trains (the check's no-training)
+optimizer = torch.optim.SGD([weight], lr=0.1)
+weight.sum().backward()
+optimizer.step()
 time.sleep(25)  # quiet: distrun reports where the rank is, the recorder's dump with it
 dist.destroy_process_group()
 """
@@ -140,4 +213,4 @@ def test_a_quiet_nccl_job_s_report_reads_the_flight_recorder(tmp_path: Path) -> 
     assert result.returncode == 0, result.stderr[-3000:]
     assert "flight recorder's last: all_reduce #1, sizes [[4]] Float: completed" in (
         result.stderr), result.stderr[-3000:]
-    assert "Flight Recorder dumps are kept in" in result.stderr
+    assert "Flight Recorder dumps are kept in" in result.stderr, result.stderr[-3000:]

@@ -89,6 +89,22 @@ def test_a_slow_rank_that_computes_is_not_a_hang(tmp_path: Path) -> None:
     assert "rank 0 done" in result.stdout and "rank 1 done" in result.stdout
 
 
+def test_a_quiet_job_that_ends_cleanly_keeps_the_dumps_its_report_named(
+        tmp_path: Path) -> None:
+    """The report of a quiet job says its Flight Recorder dumps are kept: they still are
+    after a clean end, when distrun removes the temporary log folder of the job."""
+    shutil.copy(HANGS / "quiet_then_done.py", tmp_path / "train.py")
+    result = distrun("launch", "--nproc-per-node", "2", "--check", "--hang-report-after", "3",
+                     "train.py", cwd=tmp_path, env={"QUIET_SECONDS": "10"}, timeout=240)
+    assert result.returncode == 0, result.stderr[-3000:]
+    named = re.search(r"flight recorder dumps: (\S+) \(kept;", result.stderr)
+    kept = re.search(r"Flight Recorder dumps are kept in (\S+) ", result.stderr)
+    assert named is not None and kept is not None, result.stderr[-3000:]
+    assert named[1] == kept[1]
+    assert sorted(p.name for p in Path(kept[1]).iterdir()) == ["trace_rank_0", "trace_rank_1"]
+    shutil.rmtree(kept[1])
+
+
 def test_a_barrier_on_rank_0_only_names_both_collectives(tmp_path: Path) -> None:
     shutil.copy(HANGS / "barrier_on_rank0.py", tmp_path / "train.py")
     result = distrun("launch", "--nproc-per-node", "2", "--timeout", "6", "train.py",

@@ -28,11 +28,13 @@ class DDP(TorchDistributed):
 
     def wrap(self, ctx: Context, site: WrapSite) -> Wrapping | None:
         n = ctx.names
-        inner = site.model_code if site.moved else f"{site.model_code}.to({n.device})"
+        inner = site.model_code if site.moved or ctx.on_cpu else \
+            f"{site.model_code}.to({n.device})"
         ctx.need("ddp", at=site.anchor)
         unused = unused_layers(ctx, site.model)
-        made = (f"{n.ddp}({inner}, device_ids=[{n.local_rank}] "
-                "if torch.cuda.is_available() else None"
+        devices = "" if ctx.on_cpu else (f", device_ids=[{n.local_rank}] "
+                                         "if torch.cuda.is_available() else None")
+        made = (f"{n.ddp}({inner}{devices}"
                 f"{', find_unused_parameters=True' if unused else ''})")
         for layer, line, called in unused:
             how = ("is called in `forward`, but no output the training keeps depends on it"

@@ -54,6 +54,13 @@ def plan_amp(ctx: Context) -> None:
     amp = ctx.options.amp
     adds = ctx.target.adds_autocast  # with accelerate, --amp is the Accelerator's
     facts = ctx.facts
+    if ctx.on_cpu and amp == "fp16":
+        ctx.refuse(None, "amp.fp16_on_cpu", "--amp fp16: the script trains on the CPU (it "
+                   "names no GPU and no device), and float16 autocast with its GradScaler "
+                   "runs on CUDA: the option would change nothing, or fail on a GPU machine",
+                   "use --amp bf16 (autocast on the CPU), or move the model and each batch "
+                   "to a device in the script first (`model.to(device)`, `x.to(device)`)")
+        return
     retarget = adds and amp in DTYPES and not uses_apex(facts) and bool(
         autocasts(facts) or scalers(facts))
     dropped = set(scalers(facts)) if retarget and amp == "bf16" else set()

@@ -215,9 +215,9 @@ def _to_ddp(ctx: Context, call: cst.Call) -> Rewrite:
     def rewrite(node: cst.CSTNode) -> cst.CSTNode:
         assert isinstance(node, cst.Call)
         code = code_of(node.args[0].value)
-        return expression(
-            f"{ddp}({code}, device_ids=[{rank}] if torch.cuda.is_available() else None)"
-        )
+        devices = "" if ctx.on_cpu else \
+            f", device_ids=[{rank}] if torch.cuda.is_available() else None"
+        return expression(f"{ddp}({code}{devices})")
 
     return rewrite
 
