@@ -23,7 +23,10 @@ NOTEBOOKS = [n for n in NAMES if harness.load(n).is_notebook]
 def _marks(name: str) -> list[pytest.MarkDecorator]:
     today = harness.load(name).today
     if today["status"] == "xfail":
-        return [pytest.mark.xfail(strict=True, reason=str(today["reason"]).strip())]
+        # `strict: false` only for a failure that is a race between the ranks (pygat): it
+        # shows in some runs, not all; every other xfail is strict
+        strict = bool(today.get("strict", True))
+        return [pytest.mark.xfail(strict=strict, reason=str(today["reason"]).strip())]
     return []
 
 

@@ -1,7 +1,8 @@
 """A fake `scipy.sparse`, backed by dense numpy arrays: the few operations of pygcn's
-utils.py (load_data, normalize, sparse_mx_to_torch_sparse_tensor) on graphs of a few
-thousand nodes. `coo_matrix((data, (row, col)))` sums duplicate entries as SciPy does;
-`tocoo()` lists the non-zero entries in row-major order (`row`, `col`, `data`)."""
+utils.py (load_data, normalize, sparse_mx_to_torch_sparse_tensor) and pyGAT's (the same
+load_data, `transpose()` in normalize_adj) on graphs of a few thousand nodes.
+`coo_matrix((data, (row, col)))` sums duplicate entries as SciPy does; `tocoo()` lists the
+non-zero entries in row-major order (`row`, `col`, `data`)."""
 
 from __future__ import annotations
 
@@ -26,6 +27,9 @@ class _Matrix:
     @property
     def T(self):
         return type(self)(self.a.T)
+
+    def transpose(self):
+        return self.T
 
     def _other(self, other):
         return other.a if isinstance(other, _Matrix) else other
