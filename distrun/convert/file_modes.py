@@ -75,15 +75,17 @@ def _parameter_writes(ctx: Context, call: cst.Call, param: str) -> bool:
 
 
 def kept_file(ctx: Context, call: cst.Call, block: cst.CSTNode | None) -> bool:
-    """`log = open(path, "a")` kept and written later (`log.write(...)` anywhere), or
-    `with open(path, "a") as log:` around more than writing (an evaluation, checkpoints):
-    on the other ranks the file is `os.devnull` opened the same way, so every write, flush
-    and close works and writes nothing, and the rest of the block runs on every rank."""
+    """`log = open(path, "a")` kept and written later (`log.write(...)` anywhere), `with
+    open(path, "a") as log:` around more than writing (an evaluation, checkpoints), or
+    `pickle.dump(obj, open(path, "wb"))` (a file opened in a call's arguments): on the
+    other ranks the file is `os.devnull` opened the same way, so every write, flush and
+    close works and writes nothing, and the rest runs on every rank."""
     facts, rank = ctx.facts, ctx.names.rank
     if facts.call_name(call) not in ("open", "io.open"):
         return False
     holder = facts.parent.get(call)
     kept = isinstance(holder, cst.Assign) and holder.value is call and len(holder.targets) == 1
+    kept = kept or isinstance(holder, cst.Arg) and holder.value is call
     around = isinstance(block, cst.With) and not (
         len(block_body(block)) == 1 and any(facts.call_name(c) == "torch.save"
                                             for c in facts.calls_in(block)))

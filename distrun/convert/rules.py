@@ -226,6 +226,10 @@ _RULES: tuple[tuple[str, str], ...] = (
     ("output.rank0_unguarded", "Output that cannot be taken out of its line stays on "
      "every rank."),
     ("output.rank0_file", "A file written by every rank is written by rank 0 only."),
+    # -- file_ops -----------------------------------------------------------------
+    ("file_ops.rank0", "A shared file removed, renamed, moved or copied by rank 0 only."),
+    ("file_ops.unguarded", "A shared file removed, renamed, moved or copied on a line with "
+     "other statements: left on every rank, reported."),
     ("output.rank0_object", "A logger object (SummaryWriter, a tracker's run) is made on "
      "rank 0 only; the other ranks hold a stand-in that answers every use."),
     ("output.rank0_folder", "The folder of a writer made on rank 0 only is read: rank 0's "

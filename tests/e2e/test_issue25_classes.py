@@ -55,6 +55,7 @@ SOLVER = textwrap.dedent('''\
             self.loader = DataLoader(data, batch_size=self.batch_size,
                                      sampler=SubsetRandomSampler(train_idx))
             self.valid = DataLoader(data, batch_size=8, sampler=SubsetRandomSampler(valid_idx))
+            self.train_size = len(self.loader.sampler.indices)  # the sampler's own attribute
 
         def train(self):
             for x, y in self.loader:
@@ -68,6 +69,7 @@ SOLVER = textwrap.dedent('''\
             self.build_model()
             for epoch in range(epochs):
                 self.train()
+            print(f"trained on {self.train_size} samples")
             torch.save(self.model.state_dict(), os.environ["OUT_PATH"])
 
 
@@ -94,6 +96,8 @@ def test_a_lazy_solver_with_a_sampled_unseeded_split_trains_like_the_original(
     two = distrun("launch", "--nproc-per-node", "2", "--check", "solver_ddp.py", cwd=tmp_path,
                   env={**shim, "BATCH_SIZE": "16", "OUT_PATH": "two.pt"})
     assert two.returncode == 0, two.stdout + two.stderr
+    # the wrapped sampler still answers the original's attributes (`.indices`)
+    assert "trained on 32 samples" in two.stdout and "trained on 32 samples" in single.stdout
     expected, got = torch.load(tmp_path / "single.pt"), torch.load(tmp_path / "two.pt")
     assert sorted(expected) == sorted(got)
     for key, value in expected.items():

@@ -220,11 +220,17 @@ class {n.rank_share}(torch.utils.data.Sampler):
     """distrun: `sampler`'s order drawn alike on every rank (its generator seeded with the
     epoch), each rank taking every WORLD_SIZE-th index, padded to equal shares. The
     original's draw is made too, from its own generator (torch's when it had none), so
-    the random numbers drawn after each pass (a model built later) are the original's."""
+    the random numbers drawn after each pass (a model built later) are the original's.
+    Any other attribute (`indices`, `weights`, `num_samples`) is `sampler`'s."""
 
     def __init__(self, sampler, seed=0):
         self.sampler, self.seed, self.epoch = sampler, seed, 0
         self.own = getattr(sampler, "generator", None)
+
+    def __getattr__(self, name):
+        if name in ("sampler", "seed", "epoch", "own"):  # not set yet (a copy being made)
+            raise AttributeError(name)
+        return getattr(self.sampler, name)
 
     def set_epoch(self, epoch):
         self.epoch = epoch

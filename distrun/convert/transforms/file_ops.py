@@ -1,0 +1,111 @@
+"""File operations: removing, renaming, moving or copying a shared file on rank 0 only.
+
+Rewrites:
+  os.remove(path) / os.unlink / os.rmdir / shutil.rmtree / Path(p).unlink()
+  os.rename(a, b) / os.replace / shutil.move / shutil.copy / shutil.copyfile / ...
+                                                ->  if RANK == 0: <the same line>
+
+Every rank runs the same code over the same files: a checkpoint saved by rank 0 (see
+checkpoint.py) and then cleaned up by every rank (pyGAT keeps the best epoch's file and
+removes the others: `for file in glob.glob('*.pkl'): os.remove(file)`) fails on every
+rank but the first to remove it (FileNotFoundError, on whichever rank loses the race);
+`os.replace(tmp, best)` on every rank likewise; `shutil.copyfile(last, best)` on every
+rank writes the same file twice at once. One rank does it. No barrier is added: the
+others may have listed the files before or after rank 0 changed them (a loop over
+`glob()` may run another number of times on each rank), and a collective inside it would
+pair with nothing.
+
+Won't: guard an operation that shares its line with other statements (reported), one
+on a temporary file of the process's own (`tempfile.mkstemp()`, `NamedTemporaryFile`),
+or one inside a block already run by rank 0 only (a file written in a `with open(...)`).
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from distrun.convert.analysis import dotted, positional
+from distrun.convert.build import guard_rank0
+from distrun.convert.context import Context, Transform
+from distrun.convert.file_modes import opens_for_writing
+from distrun.convert.idioms import method_name
+
+CHANGES = frozenset({
+    "os.remove", "os.unlink", "os.rmdir", "os.removedirs", "shutil.rmtree",
+    "os.rename", "os.renames", "os.replace", "shutil.move",
+    "shutil.copy", "shutil.copy2", "shutil.copyfile", "shutil.copytree",
+})
+_PATH_METHODS = frozenset({"unlink", "rmdir"})  # pathlib.Path's (no other object has them)
+_TEMPORARY = "tempfile."
+
+
+def plan_file_ops(ctx: Context) -> None:
+    facts, plan, rank = ctx.facts, ctx.plan, ctx.names.rank
+    for call in facts.calls:
+        name = facts.call_name(call) or ""
+        if name not in CHANGES and not (isinstance(call.func, cst.Attribute) and method_name(
+                call) in _PATH_METHODS and not name.startswith(("os.", "shutil."))):
+            continue
+        if _own_temporary(ctx, call) or _in_rank0_block(ctx, call):
+            continue
+        what = facts.code(call.func)
+        parent = facts.parent.get(call)
+        stmt = facts.statement(call)
+        line = facts.parent.get(parent) if isinstance(parent, cst.Expr) else None
+        if not (isinstance(line, cst.SimpleStatementLine) and len(line.body) == 1
+                and stmt is line):
+            plan.finding(call, "file_ops.unguarded",
+                         f"`{what}(...)` changes a file every rank shares, and it is not "
+                         "alone on its line: every rank runs it (all but the first may fail, "
+                         "or write the same file at once)",
+                         f"put it on its own line under `if {rank} == 0:`")
+            continue
+        plan.rewrite(line, lambda n: guard_rank0(n, rank))
+        plan.change(call, "file_ops.rank0",
+                    f"`{what}(...)` on rank 0 only: every rank sees the same files (a "
+                    "checkpoint is saved by rank 0), so every rank but the first would fail "
+                    "on it (FileNotFoundError) or write the same file at once")
+
+
+def _own_temporary(ctx: Context, call: cst.Call) -> bool:
+    """Is the path a temporary file this process made (`tempfile.mkstemp()`, ...), its own
+    on each rank?"""
+    args = positional(call)
+    path = dotted(args[0].value) if args else None
+    if isinstance(call.func, cst.Attribute) and not args:  # path.unlink()
+        path = dotted(call.func.value)
+    if path is None:
+        return False
+    facts = ctx.facts
+    function = facts.function(call)
+    for made in facts.calls:
+        if not (facts.call_name(made) or "").startswith(_TEMPORARY) or \
+                facts.function(made) is not function:
+            continue
+        item = next((a for a in facts.ancestors(made) if isinstance(a, cst.WithItem)), None)
+        if item is not None and item.asname is not None and path.split(".")[0] == dotted(
+                item.asname.name):
+            return True  # with tempfile.NamedTemporaryFile() as f: ... f.name
+        line = facts.statement(made)
+        small = line.body[0] if isinstance(line, cst.SimpleStatementLine) else None
+        if isinstance(small, cst.Assign) and any(
+                path.split(".")[0] == dotted(name) for target in small.targets
+                for name in _names_in(target.target)):
+            return True  # path = tempfile.mkstemp()[1], fd, path = tempfile.mkstemp()
+    return False
+
+
+def _names_in(target: cst.BaseExpression) -> list[cst.BaseExpression]:
+    if isinstance(target, (cst.Tuple, cst.List)):
+        return [n for e in target.elements for n in _names_in(e.value)]
+    return [target]
+
+
+def _in_rank0_block(ctx: Context, call: cst.Call) -> bool:
+    """Inside a `with open(path, "w")` block, which the output transform runs on rank 0."""
+    return any(isinstance(node, cst.With) and any(
+        isinstance(item.item, cst.Call) and opens_for_writing(ctx, item.item)
+        for item in node.items) for node in ctx.facts.ancestors(call))
+
+
+TRANSFORM = Transform("file_ops", plan_file_ops)
