@@ -92,16 +92,23 @@ class TorchDistributed:
         return None
 
     def setup(self, ctx: Context) -> Setup:
+        """The process group of torchrun's variables: NCCL and the local rank's GPU where
+        CUDA is available, gloo and the CPU otherwise; gloo and the CPU wherever it runs
+        for a script that trains on the CPU (`Context.on_cpu`)."""
         n = ctx.names
         if ctx.on_cpu:
-            return self._cpu_setup(ctx)
-        place = f'''{n.local_rank} = int({n.os}.environ.get("LOCAL_RANK", 0))
-{n.rank} = int({n.os}.environ.get("RANK", 0))
-{n.world_size} = int({n.os}.environ.get("WORLD_SIZE", 1))
-{n.device} = torch.device("cuda", {n.local_rank}) if torch.cuda.is_available() else \
-torch.device("cpu")
-'''  # (the backslash joins the two lines)
-        group = f'''if torch.cuda.is_available():
+            device = 'torch.device("cpu")  # the script trains on the CPU: so does every rank'
+            group = f'''if "RANK" in {n.os}.environ:
+    {n.dist}.init_process_group("gloo")
+else:  # started without a launcher: a world of one process
+    {n.dist}.init_process_group("gloo", store={n.dist}.HashStore(), rank=0, world_size=1)
+'''
+            comment = "processes on the CPU, as the script trains"
+            message = "gloo, every rank on the CPU (the script trains on the CPU)"
+        else:
+            device = (f'torch.device("cuda", {n.local_rank}) if torch.cuda.is_available() '
+                      'else torch.device("cpu")')
+            group = f'''if torch.cuda.is_available():
     torch.cuda.set_device({n.local_rank})
 if "RANK" in {n.os}.environ:
     {n.dist}.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
@@ -111,6 +118,14 @@ else:  # started without a launcher: a world of one process
         store={n.dist}.HashStore(), rank=0, world_size=1,
     )
 '''
+            comment = "one process per device"
+            message = ("nccl with the local rank's GPU when CUDA is available, gloo on CPU "
+                       "otherwise")
+        place = f'''{n.local_rank} = int({n.os}.environ.get("LOCAL_RANK", 0))
+{n.rank} = int({n.os}.environ.get("RANK", 0))
+{n.world_size} = int({n.os}.environ.get("WORLD_SIZE", 1))
+{n.device} = {device}
+'''
         # Collect garbage first: DDP's last gradient all-reduces can sit in reference
         # cycles; freed after the group is gone, gloo aborts the process ("terminate
         # called without an active exception", seen on loaded machines).
@@ -118,39 +133,11 @@ else:  # started without a launcher: a world of one process
                     f"{n.dist}.destroy_process_group()\n")
         return Setup(
             module_level=place, start=group,
-            comment="# distrun: one process per device; torchrun sets LOCAL_RANK, RANK and "
-                    "WORLD_SIZE.",
+            comment=f"# distrun: {comment}; torchrun sets LOCAL_RANK, RANK and WORLD_SIZE.",
             start_comment="# distrun: the process group, for a run (importing this file "
                           "starts none)",
             imports=("gc", "torch", "dist", "os"), teardown=teardown,
-            message="process group set up {where}: nccl with the local rank's GPU when CUDA "
-                    "is available, gloo on CPU otherwise")
-
-    def _cpu_setup(self, ctx: Context) -> Setup:
-        """The set-up of a script that trains on the CPU (`Context.on_cpu`): gloo, and
-        the CPU as every rank's device, wherever it runs."""
-        n = ctx.names
-        place = f'''{n.local_rank} = int({n.os}.environ.get("LOCAL_RANK", 0))
-{n.rank} = int({n.os}.environ.get("RANK", 0))
-{n.world_size} = int({n.os}.environ.get("WORLD_SIZE", 1))
-{n.device} = torch.device("cpu")  # the script trains on the CPU: so does every rank
-'''
-        group = f'''if "RANK" in {n.os}.environ:
-    {n.dist}.init_process_group("gloo")
-else:  # started without a launcher: a world of one process
-    {n.dist}.init_process_group("gloo", store={n.dist}.HashStore(), rank=0, world_size=1)
-'''
-        teardown = (f"{n.gc}.collect()  # free DDP's finished communication first\n"
-                    f"{n.dist}.destroy_process_group()\n")
-        return Setup(
-            module_level=place, start=group,
-            comment="# distrun: processes on the CPU, as the script trains; torchrun sets "
-                    "LOCAL_RANK, RANK and WORLD_SIZE.",
-            start_comment="# distrun: the process group, for a run (importing this file "
-                          "starts none)",
-            imports=("gc", "torch", "dist", "os"), teardown=teardown,
-            message="process group set up {where}: gloo, every rank on the CPU (the script "
-                    "trains on the CPU)")
+            message="process group set up {where}: " + message)
 
     def module_lines(self, ctx: Context, used: set[str]) -> tuple[str, set[str]]:
         return "", set()
