@@ -169,7 +169,7 @@ class Accelerate:
         # (ACCELERATE_MIXED_PRECISION) decides, as in a script written for accelerate.
         chosen = f" mixed_precision={mixed}," if mixed else ""
         start = f'''{n.accelerator} = Accelerator(
-    cpu={_cpu(ctx)},{chosen}
+    cpu=not torch.cuda.is_available(),{chosen}
 )
 {n.local_rank} = {n.accelerator}.local_process_index
 {n.rank} = {n.accelerator}.process_index
@@ -193,7 +193,7 @@ class Accelerate:
             return "", set()
         mixed = {"fp16": '"fp16" if torch.cuda.is_available() else "no"',
                  "bf16": '"bf16"'}.get(ctx.options.amp, '"no"')
-        return (f"{n.accelerator} = Accelerator(\n    cpu={_cpu(ctx)}, "
+        return (f"{n.accelerator} = Accelerator(\n    cpu=not torch.cuda.is_available(), "
                 f"mixed_precision={mixed},\n)\n", {"accelerator"})
 
     def _prepare_remaining_loaders(self, ctx: Context) -> None:
@@ -261,9 +261,3 @@ def _backward_through_accelerator(ctx: Context) -> None:
         backward_through(ctx, call, acc)
         ctx.plan.change(call, "accelerate.backward", f"`{facts.code(call.func.value)}"
                         f".backward()` -> `{acc}.backward({facts.code(loss)})`")
-
-
-def _cpu(ctx: Context) -> str:
-    """Accelerator's `cpu=`: True for a script that trains on the CPU (it names no GPU: its
-    tensors made outside the prepared loaders stay there), else without CUDA only."""
-    return "True" if ctx.on_cpu else "not torch.cuda.is_available()"

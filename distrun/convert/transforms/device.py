@@ -15,9 +15,8 @@ the command line or a config (their value is only known at run time: reported).
 
 A script that names no GPU and no device anywhere (no `cuda`, `gpu` or `device` in a
 name, an attribute or a string of the project) trains on the CPU wherever it runs:
-converted (`--to ddp`, `fsdp`, `accelerate`: `Accelerator(cpu=True)`), each rank does
-too, with gloo, also on a machine with GPUs (`Context.on_cpu`); `--to deepspeed` is warned
-(its engine takes the GPU). Moving only the model to the GPU would leave its batches,
+converted (`--to ddp` and `--to fsdp`), each rank does too, with gloo, also on a machine
+with GPUs (`Context.on_cpu`). Moving only the model to the GPU would leave its batches,
 targets and losses on the CPU: the first step would fail on "Expected all tensors to be
 on the same device" (seen on a GPU machine with such a script converted the other way).
 """
@@ -79,7 +78,7 @@ def plan_devices(ctx: Context) -> None:
                      "be on the same device\")", "move each batch to a device in the script "
                      "(`device = torch.device(\"cuda\")`, `x.to(device)`), or convert with "
                      "--to ddp, which keeps such a script on the CPU")
-    if on_cpu and ctx.options.target in ("ddp", "fsdp", "accelerate"):
+    if on_cpu and ctx.options.target in ("ddp", "fsdp"):
         ctx.on_cpu = True
         plan.finding(None, "device.cpu_script",
                      "the script names no GPU and no device (no `.cuda()`, `.to(device)`, "
