@@ -103,6 +103,8 @@ _RULES: tuple[tuple[str, str], ...] = (
     ("data.no_loader", "No DataLoader found: batches built by hand are not sharded."),
     ("data.full_batch", "Every training forward pass reads whole tensors: every rank "
      "computes the whole data's gradient (the original's training, no speed-up)."),
+    ("data.random_draws_unseeded", "Each step draws its samples at random from a module "
+     "the loop's file does not import: not reseeded, warned."),
     ("data.random_draws", "Each step draws its samples at random (no DataLoader): the "
      "generator is reseeded by rank before the loop, so each rank draws its own."),
     ("data.measured_on_shard", "A function that measures on the training loader now sees "

@@ -48,3 +48,18 @@ def test_a_dataparallel_wrap_made_under_a_condition_keeps_the_keys_of_where_it_r
     run_single(script, tmp_path)
     run_two(tmp_path / "cifar_ddp.py", tmp_path)
     assert_same_checkpoint(tmp_path)  # the same keys (no `module.` here), the same weights
+
+
+def test_a_save_under_an_option_in_the_main_guard_ends_cleanly(tmp_path: Path) -> None:
+    """pytorch/examples' forward-forward saves under `if args.save_model:` at the end of
+    its main guard: the barrier after that save stays in the guard, before the teardown
+    (after the guard it ran with no process group left: "Default process group has not
+    been initialized" on every rank)."""
+    fixture = ROOT / "tests/convert/fixtures/checkpoint/save_under_an_option_in_the_main_guard.py"
+    shutil.copy(fixture, tmp_path / "train.py")
+    converted = distrun("convert", "train.py", cwd=tmp_path)
+    assert converted.returncode == 0, converted.stdout + converted.stderr
+    launched = distrun("launch", "--nproc-per-node", "2", "train_ddp.py", "--save_model",
+                       cwd=tmp_path)
+    assert launched.returncode == 0, launched.stdout + launched.stderr
+    assert sorted(torch.load(tmp_path / "model.pt")) == ["bias", "weight"]

@@ -7,6 +7,8 @@ training is the original's, its weights are compared with the original's on one 
 
 from __future__ import annotations
 
+import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -144,3 +146,45 @@ def test_a_second_backward_through_a_kept_graph_is_averaged(tmp_path: Path) -> N
     assert converted.returncode == 0, converted.stdout + converted.stderr
     assert "gan.py:34: retained_graph.average" in converted.stdout, converted.stdout
     run_two(tmp_path / "gan_ddp.py", tmp_path)  # --check: any divergence fails it
+
+
+# `random.randint` logged by rank, the module patched at start-up (the scripts unedited).
+RANDINT_LOG = '''\
+import os
+import random
+
+_draw = random.randint
+
+
+def _logged(a, b):
+    drawn = _draw(a, b)
+    with open(os.path.join(os.environ["DRAWS_DIR"], f"draws_{os.environ.get('RANK', '0')}.txt"),
+              "a") as log:
+        log.write(f"{drawn}\\n")
+    return drawn
+
+
+random.randint = _logged
+'''
+
+
+def test_draws_from_a_module_reached_through_a_star_import_are_each_rank_s_own(
+        tmp_path: Path) -> None:
+    """char-rnn.pytorch's chunks: `random.randint` at every step, `random` bound in
+    train.py only by `from helpers import *`. Converted, the generator is reseeded by rank
+    (seeded alike, not reseeded, both ranks drew the same chunks: seen on arrival)."""
+    project = tmp_path / "project"
+    shutil.copytree(FIXTURES / "project/star_imported_draws/in", project)
+    shim = tmp_path / "shim"
+    shim.mkdir()
+    (shim / "sitecustomize.py").write_text(RANDINT_LOG)
+    converted = distrun("convert", "train.py", cwd=project)
+    assert converted.returncode == 0, converted.stdout + converted.stderr
+    assert "data.random_draws: each step draws its samples at random (`random.randint" in (
+        converted.stdout), converted.stdout
+    env = {"PYTHONPATH": f"{shim}{os.pathsep}{tmp_path / 'project_ddp'}",
+           "DRAWS_DIR": str(tmp_path), "BATCH_SIZE": "4", "OUT_PATH": str(tmp_path / "m.pt")}
+    run_two(tmp_path / "project_ddp" / "train.py", tmp_path / "project_ddp", env=env)
+    drawn = [(tmp_path / f"draws_{rank}.txt").read_text().split() for rank in (0, 1)]
+    assert len(drawn[0]) == len(drawn[1]) == 16, drawn
+    assert drawn[0] != drawn[1], drawn

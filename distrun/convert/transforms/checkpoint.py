@@ -307,11 +307,12 @@ def _shown(call: cst.Call, name: str | None) -> str:
 def every_rank_reaches(facts: Facts, stmt: cst.CSTNode) -> cst.CSTNode:
     """The statement after which a collective can follow `stmt` so that every rank meets
     it: `stmt` itself, or the outermost `if` around it in its loop or function (ranks may
-    take different branches: a validation loss that differs, a file one rank sees)."""
+    take different branches: a validation loss that differs, a file one rank sees). Never
+    past the main guard, which every rank takes (the teardown ends it)."""
     found = stmt
     for node in facts.ancestors(stmt):
         if isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.For, cst.While, cst.Try,
-                             cst.Module)):
+                             cst.Module)) or node is facts.module_of(node).main_guard:
             break
         if isinstance(node, cst.If) and not isinstance(facts.parent.get(node), cst.If):
             found = node  # an `elif` is the orelse of its `if`: its head is the statement

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import libcst as cst
 
+from distrun.convert.analysis import Facts, ModuleInfo
 from distrun.convert.build import statement
 from distrun.convert.context import Context
 from distrun.convert.idioms import is_backward, is_optimizer_step
@@ -78,6 +79,13 @@ def share_random_draws(ctx: Context) -> bool:
         for family in sorted({f for f, _ in draws}):
             call = min((c for f, c in draws if f == family), key=ctx.facts.line)
             if not reseed_before(ctx, loop, family):
+                ctx.plan.finding(call, "data.random_draws_unseeded",
+                                 f"each step draws its samples at random with "
+                                 f"`{ctx.facts.code(call.func)}(...)`, whose module is "
+                                 "not imported where the loop is: its generator is not "
+                                 "reseeded by rank, so ranks seeded alike draw the same "
+                                 "samples", f"import `{family}` in the loop's module and "
+                                 "convert again, or reseed it by rank before the loop")
                 continue
             lines = sorted({(ctx.facts.module_of(c).path, ctx.facts.line(c))
                             for f, c in draws if f == family})
@@ -201,9 +209,21 @@ def _indexes_data(ctx: Context, node: cst.CSTNode, depth: int) -> bool:
 
 def _module_name(ctx: Context, loop: cst.CSTNode, family: str) -> str | None:
     """The name the draw's module is bound to in the loop's module (`random`, `np`,
-    `torch`), if it is imported there."""
-    imports = ctx.facts.module_of(loop).imports
-    return next((name for name, full in sorted(imports.items()) if full == family), None)
+    `torch`), if it is imported there, or by a module of the project it star-imports
+    (`from helpers import *` brings helpers' `import random` along)."""
+    return _bound_to(ctx.facts, ctx.facts.module_of(loop), family, 0)
+
+
+def _bound_to(facts: Facts, info: ModuleInfo, family: str, depth: int) -> str | None:
+    found = next((name for name, full in sorted(info.imports.items()) if full == family), None)
+    if found is not None or depth >= _DEPTH:
+        return found
+    for star in info.star_imports:
+        other = facts.local_module(star)
+        found = _bound_to(facts, other, family, depth + 1) if other is not None else None
+        if found is not None and not found.startswith("_"):  # `import *` skips _names
+            return found
+    return None
 
 
 def _rank(ctx: Context, loop: cst.CSTNode) -> str:
