@@ -11,7 +11,11 @@ $(STAMP): pyproject.toml constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --disable-pip-version-check -c constraints.txt 'torch==2.13.0'
 	$(PY) -m pip install --quiet --disable-pip-version-check -c constraints.txt -e '.[dev]'
-	# DeepSpeed compiles its shared-memory op on its first run (about a minute): once, here
+	# DeepSpeed compiles its shared-memory op on its first run (about a minute): once, here.
+	# A lock left by a build that was killed makes every later build wait for ever (seen): one
+	# older than 10 minutes is stale (`distrun doctor` fails on it too) and goes first.
+	find "$${TORCH_EXTENSIONS_DIR:-$$HOME/.cache/torch_extensions}" -name lock -mmin +10 \
+		-delete 2>/dev/null || true
 	$(PY) -c "from deepspeed.accelerator import get_accelerator as a; \
 		a().create_op_builder('ShareMemCommBuilder').load()" >/dev/null
 	touch $(STAMP)
