@@ -9,6 +9,7 @@ or a notebook, and where its result goes.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -40,7 +41,12 @@ def _convert(source: str, filename: str, options: ConvertOptions, folder: str | 
     from distrun.convert.pipeline import run
 
     module = parse(source, filename)
-    return run([ModuleInfo("__main__", filename, module)], options, folder)[0]
+    result = run([ModuleInfo("__main__", filename, module)], options, folder)[0]
+    if result.status != "converted" and result.output != source:
+        # LibCST does not give every text back verbatim (a last line of spaces alone,
+        # `A\n\n ` -> `A\n `): a file left unconverted is the user's own text
+        return dataclasses.replace(result, source=source, output=source)
+    return result
 
 
 def parse(source: str, filename: str) -> Any:

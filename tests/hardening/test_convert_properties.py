@@ -341,3 +341,11 @@ def test_the_comment_check_can_fail() -> None:
     assert comment_lines(source) == Counter({"# kept?": 1, "# last": 1})
     assert comment_lines(source) - comment_lines(source.replace("# last\n", "")) == Counter(
         {"# last": 1})
+
+
+def test_a_file_left_unconverted_is_given_back_verbatim() -> None:
+    """Found by test_random_programs_from_the_grammar: LibCST gives `A\\n\\n ` back as
+    `A\\n `; a file the converter leaves alone is the user's text, byte for byte."""
+    for source in ("A\n\n ", "x = 1\n\n\t"):
+        result = convert_source(source, "input.py")
+        assert result.status != "converted" and result.output == source, repr(result.output)
