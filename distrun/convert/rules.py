@@ -56,8 +56,7 @@ _RULES: tuple[tuple[str, str], ...] = (
     ("device.compare", "A test of the device against 'cuda' keeps working now that the "
      "device is 'cuda:N'."),
     ("device.gpu_index", "A GPU index set to 0 becomes the local rank."),
-    ("device.cpu_script", "A script that names no GPU and no device trains on the CPU: so "
-     "does each rank (gloo), also on a machine with GPUs."),
+    ("device.cpu_script", "A script naming no GPU trains on the CPU, and so do its ranks."),
     ("device.backend", "In a script already distributed: NCCL only where there is CUDA, gloo "
      "on the CPU."),
     ("device.group_from_launcher", "In a script already distributed: a process group "
@@ -103,8 +102,7 @@ _RULES: tuple[tuple[str, str], ...] = (
     ("data.no_loader", "No DataLoader found: batches built by hand are not sharded."),
     ("data.full_batch", "Every training forward pass reads whole tensors: every rank "
      "computes the whole data's gradient (the original's training, no speed-up)."),
-    ("data.random_draws_unseeded", "Each step draws its samples at random from a module "
-     "the loop's file does not import: not reseeded, warned."),
+    ("data.random_draws_unseeded", "Draws from a module the loop's file does not bind: warned."),
     ("data.random_draws", "Each step draws its samples at random (no DataLoader): the "
      "generator is reseeded by rank before the loop, so each rank draws its own."),
     ("data.measured_on_shard", "A function that measures on the training loader now sees "
@@ -228,10 +226,6 @@ _RULES: tuple[tuple[str, str], ...] = (
     ("output.rank0_unguarded", "Output that cannot be taken out of its line stays on "
      "every rank."),
     ("output.rank0_file", "A file written by every rank is written by rank 0 only."),
-    # -- file_ops -----------------------------------------------------------------
-    ("file_ops.rank0", "A shared file removed, renamed, moved or copied by rank 0 only."),
-    ("file_ops.unguarded", "A shared file removed, renamed, moved or copied on a line with "
-     "other statements: left on every rank, reported."),
     ("output.rank0_object", "A logger object (SummaryWriter, a tracker's run) is made on "
      "rank 0 only; the other ranks hold a stand-in that answers every use."),
     ("output.rank0_folder", "The folder of a writer made on rank 0 only is read: rank 0's "
@@ -263,6 +257,8 @@ _RULES: tuple[tuple[str, str], ...] = (
      "it are not synced by the DDP object made while they were frozen."),
     ("hazards.cuda_visible_devices", "The script sets CUDA_VISIBLE_DEVICES: every rank "
      "would see the same GPUs."),
+    ("file_ops.rank0", "A shared file removed, renamed, moved or copied by rank 0 only."),
+    ("file_ops.unguarded", "The same on a line with other statements: reported."),
     # -- set-up ---------------------------------------------------------------------
     ("setup.process_group", "The process group (or the Accelerator) is set up."),
     ("setup.teardown", "`destroy_process_group()` when the script ends."),
