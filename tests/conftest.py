@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -68,3 +70,16 @@ def _reference_runs_kept_for_the_session(tmp_path_factory: pytest.TempPathFactor
 @pytest.fixture
 def corpus_dir() -> Path:
     return CORPUS
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _no_shared_memory_left_behind() -> Iterator[None]:
+    """Jobs that DeepSpeed's CPU all-reduce ran in (torchrun and deepspeed started by the
+    tests themselves, not through distrun launch, which cleans up) leave tens of MB each
+    in /dev/shm: a suite left about 800 MB, and a few runs filled the machine's memory.
+    What this session's jobs left, and nobody holds, is removed at its end."""
+    from distrun.launch import shm
+
+    started = time.time()
+    yield
+    shm.remove(since=started)

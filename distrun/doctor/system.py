@@ -8,6 +8,7 @@ import resource
 from collections.abc import Iterator
 
 from distrun.doctor.check import CheckResult, Context
+from distrun.launch import shm
 
 MIN_SHM = 1 << 30
 MIN_FILES = 4096
@@ -28,6 +29,13 @@ def check_shm(ctx: Context) -> Iterator[CheckResult]:
                           "with 'Bus error'; in Docker run with --shm-size=8g or --ipc=host")
     else:
         yield CheckResult("/dev/shm", "ok", detail)
+    left = shm.leftovers()
+    if left.files:
+        yield CheckResult("/dev/shm leftovers", "warn", f"{left.describe()} of DeepSpeed "
+                          "CPU all-reduce buffers that no running process holds",
+                          f"jobs that ended left them (DeepSpeed never frees them; distrun "
+                          f"launch removes them after each job): rm {shm.SHM}/"
+                          f"{shm.PATTERNS[0]} when no DeepSpeed job runs here")
 
 
 def check_open_files(ctx: Context) -> Iterator[CheckResult]:

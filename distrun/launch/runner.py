@@ -28,7 +28,7 @@ from pathlib import Path
 from types import FrameType
 
 from distrun.errors import EXIT_BAD_INPUT, LaunchError
-from distrun.launch import procs
+from distrun.launch import procs, shm
 from distrun.launch.backends.task import FOLDER as TASK_FOLDER
 from distrun.launch.failures import (
     Attempt,
@@ -89,7 +89,7 @@ def run(command: Command, spec: LaunchSpec, echo: Callable[[str, bool], None] | 
     make_log_dir(spec)
     _warn_low_space(spec, show)
     procs.become_subreaper()
-    started = time.monotonic()
+    started, wall_start = time.monotonic(), time.time()
     proc = _start(command)
     progress = Progress(proc.pid)
     watcher = Watcher(show, progress.output, shown)
@@ -121,6 +121,10 @@ def run(command: Command, spec: LaunchSpec, echo: Callable[[str, bool], None] | 
         _explain_failure(result, watcher.agent_lines, spec)
     if spec.max_restarts and result.log_dir:
         result.restarts, result.earlier = attempts(result.log_dir)
+    gone = shm.remove(since=wall_start)
+    if gone.files:
+        show(f"distrun: removed what the job left in {shm.SHM} (DeepSpeed's CPU all-reduce "
+             f"buffers, never freed by DeepSpeed): {gone.describe()}", True)
     return _finish_logs(result, spec)
 
 
