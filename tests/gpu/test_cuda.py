@@ -157,13 +157,21 @@ def test_more_processes_than_gpus_fails_with_the_fix(tmp_path: Path) -> None:
     assert "--nproc-per-node gpu" in result.stderr
 
 
-def test_a_script_that_names_no_device_trains_on_the_cpu_of_a_gpu_machine(
-        tmp_path: Path) -> None:
-    """A script that never names a GPU trains on the CPU: converted, its ranks do too, with
-    gloo, on a machine with a GPU (a model moved to the GPU would meet its batches on
-    the CPU at the first step), and on 2 processes where there is one GPU."""
+@pytest.mark.parametrize("device", ["none", "cpu"])
+def test_a_script_that_names_no_gpu_trains_on_the_cpu_of_a_gpu_machine(
+        tmp_path: Path, device: str) -> None:
+    """A script that never names a GPU (no device at all, or `device = "cpu"`) trains on
+    the CPU: converted, its ranks do too, with gloo, on a machine with a GPU (a model moved
+    to the GPU would meet its batches on the CPU at the first step; DDP given a GPU's
+    device_ids for a model on the CPU refuses it), and on 2 processes where there is one
+    GPU."""
     script = tmp_path / "train.py"
-    shutil.copy(ROOT / "tests/convert/fixtures/agreed/loss_tests.py", script)
+    source = (ROOT / "tests/convert/fixtures/agreed/loss_tests.py").read_text()
+    if device == "cpu":
+        source = source.replace("model = nn.Linear(4, 1)\n", "device = torch.device(\"cpu\")\n"
+                                "model = nn.Linear(4, 1).to(device)\n")
+        assert "device = torch" in source
+    script.write_text(source)
     converted = tmp_path / "converted.py"
     result = distrun("convert", str(script), "-o", str(converted))
     assert result.returncode == 0, result.stdout + result.stderr

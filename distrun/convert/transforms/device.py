@@ -14,7 +14,8 @@ script converted here runs on CPU-only machines too. Won't touch: devices read f
 the command line or a config (their value is only known at run time: reported).
 
 A script that names no GPU and no device anywhere (no `cuda`, `gpu` or `device` in a
-name, an attribute or a string of the project) trains on the CPU wherever it runs:
+name, an attribute or a string of the project), or names no GPU and the CPU as its device
+(`device = "cpu"`), trains on the CPU wherever it runs:
 converted (`--to ddp` and `--to fsdp`), each rank does too, with gloo, also on a machine
 with GPUs (`Context.on_cpu`). Moving only the model to the GPU would leave its batches,
 targets and losses on the CPU: the first step would fail on "Expected all tensors to be
@@ -34,6 +35,8 @@ from distrun.convert.transforms.setup import runs_nothing
 
 _CUDA_STRING = re.compile(r"^cuda(:0)?$")
 _GPU_WORDS = re.compile(r"cuda|gpu|device", re.IGNORECASE)
+_GPU_NAMES = re.compile(r"cuda|gpu", re.IGNORECASE)
+_OTHER_DEVICES = ("mps", "xpu", "tpu", "hpu", "npu")
 _GPU_INDEX_NAME = re.compile(r"(^|_)(device|gpu|gpu_id|device_id|cuda_device)$")
 
 
@@ -69,31 +72,41 @@ def plan_devices(ctx: Context) -> None:
     _plan_gpu_index(ctx)
     _plan_device_tests(ctx)
     # (a module that only defines things may be given its device by the script using it)
-    on_cpu = not runs_nothing(facts.entry.module) and names_no_device(facts)
-    if on_cpu and ctx.options.target == "deepspeed":
+    how = None if runs_nothing(facts.entry.module) else cpu_only(facts)
+    if how and ctx.options.target == "deepspeed":
         plan.finding(None, "deepspeed.cpu_batches",
-                     "the script names no GPU and no device: its batches stay on the CPU, "
+                     f"the script {how}: its batches stay on the CPU, "
                      "while DeepSpeed puts the model on the GPU where there is one: on a "
                      "machine with GPUs the first step would fail (\"Expected all tensors to "
                      "be on the same device\")", "move each batch to a device in the script "
                      "(`device = torch.device(\"cuda\")`, `x.to(device)`), or convert with "
                      "--to ddp, which keeps such a script on the CPU")
-    if on_cpu and ctx.options.target in ("ddp", "fsdp"):
+    if how and ctx.options.target in ("ddp", "fsdp"):
         ctx.on_cpu = True
         plan.finding(None, "device.cpu_script",
-                     "the script names no GPU and no device (no `.cuda()`, `.to(device)`, "
-                     "\"cuda\"): it trains on the CPU, and so does each rank (gloo), also on "
-                     "a machine with GPUs", "to train on GPUs, move the model and each batch "
-                     "to a device in the script (`device = torch.device(\"cuda\")`, "
+                     f"the script {how}: it trains on the CPU, and so does each rank (gloo), "
+                     "also on a machine with GPUs", "to train on GPUs, move the model and each "
+                     "batch to a device in the script (`device = torch.device(\"cuda\")`, "
                      "`model.to(device)`, `x.to(device)`) and convert it again: each rank "
                      "then takes its own GPU", severity="info")
 
 
-def names_no_device(facts: Facts) -> bool:
-    """Does no name, attribute or string of the project say `cuda`, `gpu` or `device`?"""
-    return not any(_GPU_WORDS.search(node.value) for node in facts.names) and not any(
-        (value := string_value(node)) is not None and _GPU_WORDS.search(value)
-        for node in facts.strings)
+def cpu_only(facts: Facts) -> str | None:
+    """How the project says it trains on the CPU, or None: no name, attribute or string
+    says `cuda` or `gpu` (nor an "mps"/"xpu" device), and it names no device at all or
+    names the CPU as one (`device = "cpu"`, `torch.device("cpu")`)."""
+    if any(_GPU_NAMES.search(node.value) for node in facts.names):
+        return None
+    strings = [value for node in facts.strings if (value := string_value(node)) is not None]
+    if any(_GPU_NAMES.search(value) or value.split(":")[0] in _OTHER_DEVICES
+           for value in strings):
+        return None
+    if "cpu" in strings:
+        return "names the CPU as its only device (\"cpu\")"
+    if any(_GPU_WORDS.search(node.value) for node in facts.names) or any(
+            _GPU_WORDS.search(value) for value in strings):
+        return None
+    return "names no GPU and no device (no `.cuda()`, `.to(device)`, \"cuda\")"
 
 
 TRANSFORM = Transform("device", plan_devices)
