@@ -241,12 +241,12 @@ _RULES: tuple[tuple[str, str], ...] = (
      "first fail."),
     ("download.rank0_call", "A function of the script that downloads files by hand runs "
      "on rank 0 only, its result sent to every rank."),
-    ("download.rank0_first", "Rank 0 downloads the dataset first; the others wait, then "
-     "read the files."),
+    ("download.rank0_first", "Rank 0 downloads the dataset first; the others then read it."),
     ("download.when_missing", "A file downloaded by hand when it is missing: rank 0 runs "
      "that `if` first, the others then find the file."),
     ("rank0_values.broadcast", "A run name from the clock or a random id is rank 0's on "
      "every rank."),
+    ("rank0_values.imported", "A clock read when a module is imported is rank 0's on every rank."),
     ("hazards.batchnorm", "BatchNorm statistics are per rank."),
     ("hazards.batch_mix", "Samples mixed with others of their batch (mixup, CutMix) are "
      "mixed within each rank's share."),

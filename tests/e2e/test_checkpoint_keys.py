@@ -63,3 +63,22 @@ def test_a_save_under_an_option_in_the_main_guard_ends_cleanly(tmp_path: Path) -
                        cwd=tmp_path)
     assert launched.returncode == 0, launched.stdout + launched.stderr
     assert sorted(torch.load(tmp_path / "model.pt")) == ["bias", "weight"]
+
+
+def test_a_run_folder_named_by_the_clock_in_a_settings_module_is_rank_0s(tmp_path: Path) -> None:
+    """pytorch-cifar100's form: `TIME_NOW = datetime.now()...` at the top of
+    conf/global_settings.py names the run's checkpoint folder, and the end of the run loads
+    the weights saved there. Each process takes the clock when it imports the settings:
+    unconverted, rank 1 looked for the file in its own (empty) folder and failed after the
+    whole training. Converted, every rank takes rank 0's value after the set-up."""
+    from tests.e2e.test_corpus_equivalence import assert_same_checkpoint, run_single, run_two
+
+    project = tmp_path / "project"
+    shutil.copytree(ROOT / "tests/convert/fixtures/project/clock_in_settings/in", project)
+    converted = distrun("convert", "train.py", cwd=project)
+    assert converted.returncode == 0, converted.stdout + converted.stderr
+    assert "conf/global_settings.py:8: rank0_values.imported" in converted.stdout
+    run_single(project / "train.py", tmp_path)
+    run_two(tmp_path / "project_ddp" / "train.py", tmp_path)
+    assert_same_checkpoint(tmp_path)
+    assert len(list((tmp_path / "checkpoint").iterdir())) == 2  # one for each run

@@ -10,6 +10,12 @@ value to every rank (`dist.broadcast_object_list`); it is defined with the setup
 Only a name that says it names a run, a folder or a path (`run_id`, `timestamp`,
 `log_dir`, `save_path`...), set outside any loop: every rank must reach the statement
 (it is a collective), and a timer read in a loop is per rank by design.
+
+A clock read at the top of an imported module (a settings file's
+`TIME_NOW = datetime.now()...`) is taken at import, before any process group: the entry
+re-takes it after its set-up, by the name it reads it by:
+
+    from conf import settings   ...   settings.TIME_NOW = rank0_value(settings.TIME_NOW)
 """
 
 from __future__ import annotations
@@ -18,9 +24,10 @@ import re
 
 import libcst as cst
 
-from distrun.convert.analysis import dotted
+from distrun.convert.analysis import ModuleInfo, dotted
 from distrun.convert.build import code_of, expression
 from distrun.convert.context import Context, Transform
+from distrun.convert.imports import after_first_imports, imported_by
 from distrun.convert.names import Names
 
 CLOCKS = frozenset({
@@ -52,6 +59,50 @@ def plan_agree(ctx: Context) -> None:
                         f"`{target}` comes from `{facts.code(clock.func)}()`: "
                         f"rank 0's value is sent to every rank (`{helper}`), so all of them "
                         "use the same one")
+
+
+    _plan_imported_clocks(ctx)
+
+
+def _plan_imported_clocks(ctx: Context) -> None:
+    """Clock constants of imported modules, read by the entry: agreed after the set-up."""
+    facts, entry = ctx.facts, ctx.facts.entry
+    constants: dict[str, tuple[ModuleInfo, cst.Assign, cst.Call]] = {}
+    for assign in facts.assigns:
+        info = facts.module_of(assign)
+        if info is entry or not isinstance(assign, cst.Assign) or len(assign.targets) != 1 \
+                or not isinstance(assign.targets[0].target, cst.Name) \
+                or facts.function(assign) is not None or facts.enclosing_class(assign) \
+                or next(iter(facts.enclosing_loops(assign)), None) is not None:
+            continue
+        clock = next((c for c in facts.calls_in(assign.value)
+                      if facts.call_name(c) in CLOCKS), None)
+        if clock is not None:
+            constants[assign.targets[0].target.value] = (info, assign, clock)
+    if not constants or ctx.entry_is_library:
+        return
+    imported = imported_by(entry.module.body[:after_first_imports(entry.module)])
+    reads: dict[str, str] = {}  # the entry's way to the constant -> the constant's name
+    for local, qualified in imported.items():
+        module, _, name = qualified.rpartition(".")
+        if name in constants and constants[name][0].name == module:
+            reads.setdefault(local, name)
+    for attribute in facts.attributes:
+        base = attribute.value
+        if facts.module_of(attribute) is entry and isinstance(base, cst.Name) \
+                and base.value in imported and attribute.attr.value in constants:
+            reads.setdefault(f"{base.value}.{attribute.attr.value}", attribute.attr.value)
+    helper = ctx.names.rank0_value
+    for read, name in reads.items():
+        info, assign, clock = constants[name]
+        ctx.setup_lines.append(f"{read} = {helper}({read})  # rank 0's clock on every rank\n")
+        ctx.need("dist", at=entry.module)
+        ctx.define_helper("rank0_value", entry.module, helper_code(ctx.names))
+        ctx.plan.change(assign, "rank0_values.imported",
+                        f"`{name}` comes from `{facts.code(clock.func)}()` when {info.path} "
+                        "is imported, in each process: ranks started a moment apart would "
+                        f"name different folders; after the set-up, `{read} = {helper}"
+                        f"({read})` in {entry.path} gives every rank rank 0's value")
 
 
 TRANSFORM = Transform("agree", plan_agree)
