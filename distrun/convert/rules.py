@@ -72,8 +72,7 @@ _RULES: tuple[tuple[str, str], ...] = (
      "cannot be named: the loader is left unsharded."),
     ("data.set_epoch", "`set_epoch(epoch)` at the start of each epoch, so each epoch has "
      "a new order."),
-    ("data.no_epoch_loop", "No epoch loop found around a training loop: no set_epoch "
-     "placed."),
+    ("data.no_epoch_loop", "No epoch loop found around a training loop: no set_epoch placed."),
     ("data.no_epoch_variable", "No epoch variable to reshuffle with."),
     ("data.rebuild_loader", "A training loader built where no DataLoader call shows is "
      "rebuilt sharded before it is used."),
@@ -132,8 +131,7 @@ _RULES: tuple[tuple[str, str], ...] = (
      "second conversion."),
     ("model.sync_bn_nothing", "--sync-bn: a model with no BatchNorm layer (refused when "
      "no model has one)."),
-    ("model.not_found", "No model found: no optimizer is built from a model's "
-     "parameters."),
+    ("model.not_found", "No model found: no optimizer is built from a model's parameters."),
     ("model.no_forward", "No training forward pass of a model found: it was not "
      "wrapped."),
     ("model.unnamed_forward", "A training forward pass through an expression that "
@@ -152,8 +150,7 @@ _RULES: tuple[tuple[str, str], ...] = (
      "sharded evaluation."),
     ("evaluation.left_whole", "--eval shard: a loader whose loop does not sum its "
      "metrics is left whole."),
-    ("evaluation.no_loader", "--eval shard: the script has no evaluation loader: "
-     "refused."),
+    ("evaluation.no_loader", "--eval shard: the script has no evaluation loader: refused."),
     ("loss.sum_reduction", "A loss summed over the batch: its scale now depends on the "
      "per-rank batch."),
     ("agreed.exit", "A loop left on a rank's own training value (`if loss < eps: "
@@ -161,6 +158,8 @@ _RULES: tuple[tuple[str, str], ...] = (
      "step."),
     ("agreed.scheduler", "A ReduceLROnPlateau stepped on a rank's own loss: the "
      "value is averaged over the ranks first, so every rank keeps the same learning rate."),
+    ("agreed.kept", "A checkpoint saved on a test of a rank's own training value (the best "
+     "loss): the value is averaged over the ranks first."),
     ("retained_graph.average", "A second backward pass through a graph kept from the first "
      "(retain_graph=True): DDP averaged at the first, so the model's gradients are averaged "
      "by hand before its optimizer steps."),

@@ -1,6 +1,7 @@
 """Issue 25's classes about what a step computes, end to end: layers whose parameters get
 no gradient (never called, or called with an output no kept value depends on), a loss
-added up by hand over the batch's samples, and batches drawn at random at every step.
+added up by hand over the batch's samples, batches drawn at random at every step, and
+tests of a rank's own loss (a loop's exit, the best weights kept).
 Each converted script runs on 2 processes (gloo) under `launch --check`; where the
 training is the original's, its weights are compared with the original's on one process
 (batch 64 against 32 per rank) to 1e-5."""
@@ -130,6 +131,21 @@ def test_a_loop_left_on_the_loss_is_left_at_the_same_step_by_every_rank(tmp_path
     assert "stopped at epoch 13" in single.stdout
     multi = run_two(tmp_path / "stop_ddp.py", tmp_path)
     assert "stopped at epoch 13" in multi.stdout, multi.stdout
+    assert_same_checkpoint(tmp_path)
+
+
+def test_the_best_weights_kept_on_the_training_loss_are_the_originals(tmp_path: Path) -> None:
+    """`if loss.item() < best: torch.save(...)` each epoch, then the best weights loaded at
+    the end: the whole batch's loss is lowest at epoch 3, rank 0's share's at epoch 6
+    (computed by hand), so rank 0, the one that saves, would keep other weights than the
+    original (exit 0, the weights off by far more than 1e-5: seen without the mean)."""
+    script = tmp_path / "best.py"
+    script.write_text((FIXTURES / "agreed/best_on_training_loss.py").read_text())
+    converted = distrun("convert", "best.py", cwd=tmp_path)
+    assert converted.returncode == 0, converted.stdout + converted.stderr
+    assert "best.py:19: agreed.kept" in converted.stdout, converted.stdout
+    run_single(script, tmp_path)
+    run_two(tmp_path / "best_ddp.py", tmp_path)
     assert_same_checkpoint(tmp_path)
 
 

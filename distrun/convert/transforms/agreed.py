@@ -20,7 +20,9 @@ the run leaves the loop where the original does; every rank gets the same mean, 
 leave together whatever the value (a clock's mean is one time for all).
 
 Exits: `break`, `continue`, `return`, `raise`, `sys.exit()` under an `if` inside a loop
-that trains, and a `while` test of a loop that trains. Won't: a value reaching the test
+that trains, and a `while` test of a loop that trains. The same for an `if` inside such a
+loop that saves a checkpoint (`torch.save`: keeping the best weights on the training
+loss): rank 0 would keep the weights its own share finds best. Won't: a value reaching the test
 through an attribute (`self.best`) or another function's argument; a loss summed over
 the batch is compared as its mean over the ranks (1/WORLD_SIZE of the original's sum).
 """
@@ -43,7 +45,9 @@ _CLOCKS = {"time.time", "time.perf_counter", "time.monotonic", "time.process_tim
            "time.time_ns", "time.perf_counter_ns", "time.monotonic_ns",
            "timeit.default_timer", "datetime.datetime.now", "datetime.datetime.utcnow"}
 _KEEPS = {"append", "extend", "insert"}
-_EXIT_CALLS = {"sys.exit", "exit", "quit", "os._exit"}
+_EXIT_CALLS = frozenset({"sys.exit", "exit", "quit", "os._exit"})
+# a save under a test of the rank's own value: rank 0 would keep other weights (the best)
+_SAVES = frozenset({"torch.save"})
 
 
 def plan_agreed_exits(ctx: Context) -> None:
@@ -78,6 +82,15 @@ def _agree(ctx: Context, owner: cst.If | cst.While, names: list[cst.Name | cst.C
     for name in names:
         ctx.plan.rewrite(name, lambda node: expression(f"{n.mean_over_ranks}({code_of(node)})"))
     read = ", ".join(sorted({f"`{ctx.facts.code(name)}`" for name in names}))
+    test = " ".join(ctx.facts.code(owner.test).split())
+    if isinstance(owner, cst.If) and not _leaves(owner.body) and not (
+            owner.orelse is not None and _leaves(owner.orelse)):
+        ctx.plan.change(owner, "agreed.kept",
+                        f"the checkpoint is saved when `{test}` holds, a test of what each "
+                        f"rank has for itself ({read}): each value is averaged over the ranks "
+                        "first, so the weights kept are those the original keeps (rank 0's "
+                        "own share would choose others)")
+        return
     how = "the loop goes on while" if isinstance(owner, cst.While) else "the loop is left when"
     ctx.plan.change(owner, "agreed.exit",
                     f"{how} `{' '.join(ctx.facts.code(owner.test).split())}` holds, a test "
@@ -141,7 +154,8 @@ def _exit_tests(module: cst.Module) -> list[tuple[cst.BaseExpression, cst.If | c
 
     class Visit(cst.CSTVisitor):
         def visit_If(self, node: cst.If) -> None:
-            if _leaves(node.body) or node.orelse is not None and _leaves(node.orelse):
+            if _leaves(node.body) or node.orelse is not None and _leaves(node.orelse) \
+                    or _leaves(node.body, _SAVES):
                 found.append((node.test, node))
 
         def visit_While(self, node: cst.While) -> None:
@@ -151,17 +165,20 @@ def _exit_tests(module: cst.Module) -> list[tuple[cst.BaseExpression, cst.If | c
     return found
 
 
-def _leaves(block: cst.CSTNode) -> bool:
-    """Does `block` hold an exit of its own (not in a nested loop or function)?"""
+def _leaves(block: cst.CSTNode, calls: frozenset[str] = _EXIT_CALLS) -> bool:
+    """Does `block` hold an exit of its own (not in a nested loop or function)? With
+    `calls=_SAVES`: a checkpoint's save instead."""
+    exits = calls is _EXIT_CALLS
     if isinstance(block, cst.If):
-        return _leaves(block.body) or block.orelse is not None and _leaves(block.orelse)
+        return _leaves(block.body, calls) or block.orelse is not None and exits \
+            and _leaves(block.orelse, calls)
     if isinstance(block, (cst.For, cst.While, cst.FunctionDef, cst.ClassDef, cst.Lambda)):
         return False
-    if isinstance(block, _EXITS):
+    if exits and isinstance(block, _EXITS):
         return True
-    if isinstance(block, cst.Call) and dotted(block.func) in _EXIT_CALLS:
+    if isinstance(block, cst.Call) and dotted(block.func) in calls:
         return True
-    return any(_leaves(child) for child in block.children)
+    return any(_leaves(child, calls) for child in block.children)
 
 
 def _tainted_reads(test: cst.BaseExpression, tainted: set[str], facts: Facts
