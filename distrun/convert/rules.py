@@ -47,8 +47,7 @@ _RULES: tuple[tuple[str, str], ...] = (
     ("detect.options_not_applied", "A script already distributed (mp.spawn, the old "
      "launcher) is only completed: options that would change it are refused."),
     # -- device -------------------------------------------------------------------
-    ("device.string", "A device string or torch.device('cuda') becomes the local rank's "
-     "device."),
+    ("device.string", "A device string or torch.device('cuda') becomes the local rank's device."),
     ("device.cuda_call", "`.cuda()` becomes `.to(DEVICE)`, the local rank's device."),
     ("device.torch_device", "`torch.device('cuda', N)` becomes the local rank's device."),
     ("device.set_device", "`torch.cuda.set_device(...)` is removed: the set-up picks the "
@@ -115,8 +114,7 @@ _RULES: tuple[tuple[str, str], ...] = (
      "made after the model is built."),
     ("model.forward", "A training forward pass calls the wrapper, so gradients are "
      "averaged across ranks."),
-    ("model.pass_wrapper", "A function that trains the model it is given now gets the "
-     "wrapper."),
+    ("model.pass_wrapper", "A function that trains the model it is given now gets the wrapper."),
     ("model.unwrap", "Inside such a function, other uses reach the model inside the "
      "wrapper."),
     ("model.dataparallel", "nn.DataParallel is removed (DistributedDataParallel replaces "
@@ -258,6 +256,8 @@ _RULES: tuple[tuple[str, str], ...] = (
      "would see the same GPUs."),
     ("file_ops.rank0", "A shared file removed, renamed, moved or copied by rank 0 only."),
     ("file_ops.unguarded", "The same on a line with other statements: reported."),
+    ("file_ops.rank0_write", "A file written by a library (np.save, df.to_csv) by rank 0 only."),
+    ("file_ops.read_back", "The same when the script reads the file back: reported."),
     # -- set-up ---------------------------------------------------------------------
     ("setup.process_group", "The process group (or the Accelerator) is set up."),
     ("setup.teardown", "`destroy_process_group()` when the script ends."),

@@ -1,9 +1,17 @@
-"""File operations: removing, renaming, moving or copying a shared file on rank 0 only.
+"""File operations: removing, renaming, moving, copying or writing a shared file on rank 0
+only.
 
 Rewrites:
   os.remove(path) / os.unlink / os.rmdir / shutil.rmtree / Path(p).unlink()
   os.rename(a, b) / os.replace / shutil.move / shutil.copy / shutil.copyfile / ...
+  np.save(path, x) / np.savetxt / np.savez / df.to_csv(path) / Path(p).write_text(...)
                                                 ->  if RANK == 0: <the same line>
+
+A result file written by a library (a history in .npy, a table in .csv) by every rank
+is the same file written at once by each (launch --check: `[shared-write]`); rank 0
+writes it. One the script reads back (the same path given to a reader) is reported
+instead: the other ranks would read it before rank 0 has written it. A file made when
+missing (a cache) is checkpoint.py's: rank 0 makes it first.
 
 Every rank runs the same code over the same files: a checkpoint saved by rank 0 (see
 checkpoint.py) and then cleaned up by every rank (pyGAT keeps the best epoch's file and
@@ -29,6 +37,11 @@ from distrun.convert.build import guard_rank0
 from distrun.convert.context import Context, Transform
 from distrun.convert.file_modes import opens_for_writing
 from distrun.convert.idioms import method_name
+from distrun.convert.transforms.checkpoint import (
+    made_after_early_return,
+    made_when_missing,
+    writes_file,
+)
 
 CHANGES = frozenset({
     "os.remove", "os.unlink", "os.rmdir", "os.removedirs", "shutil.rmtree",
@@ -40,7 +53,7 @@ _TEMPORARY = "tempfile."
 
 
 def plan_file_ops(ctx: Context) -> None:
-    facts, plan, rank = ctx.facts, ctx.plan, ctx.names.rank
+    facts = ctx.facts
     for call in facts.calls:
         name = facts.call_name(call) or ""
         if name not in CHANGES and not (isinstance(call.func, cst.Attribute) and method_name(
@@ -48,23 +61,73 @@ def plan_file_ops(ctx: Context) -> None:
             continue
         if _own_temporary(ctx, call) or _in_rank0_block(ctx, call):
             continue
-        what = facts.code(call.func)
-        parent = facts.parent.get(call)
-        stmt = facts.statement(call)
-        line = facts.parent.get(parent) if isinstance(parent, cst.Expr) else None
-        if not (isinstance(line, cst.SimpleStatementLine) and len(line.body) == 1
-                and stmt is line):
-            plan.finding(call, "file_ops.unguarded",
-                         f"`{what}(...)` changes a file every rank shares, and it is not "
-                         "alone on its line: every rank runs it (all but the first may fail, "
-                         "or write the same file at once)",
-                         f"put it on its own line under `if {rank} == 0:`")
+        _guard_alone(ctx, call)
+
+
+def _guard_alone(ctx: Context, call: cst.Call, written: bool = False) -> None:
+    """The line of `call` under `if RANK == 0:`, or reported where it is not alone."""
+    facts, plan, rank = ctx.facts, ctx.plan, ctx.names.rank
+    what = facts.code(call.func)
+    parent = facts.parent.get(call)
+    stmt = facts.statement(call)
+    line = facts.parent.get(parent) if isinstance(parent, cst.Expr) else None
+    if not (isinstance(line, cst.SimpleStatementLine) and len(line.body) == 1
+            and stmt is line):
+        plan.finding(call, "file_ops.unguarded",
+                     f"`{what}(...)` changes a file every rank shares, and it is not "
+                     "alone on its line: every rank runs it (all but the first may fail, "
+                     "or write the same file at once)",
+                     f"put it on its own line under `if {rank} == 0:`")
+        return
+    plan.rewrite(line, lambda n: guard_rank0(n, rank))
+    if written:
+        plan.change(call, "file_ops.rank0_write",
+                    f"`{what}(...)` writes a file every rank would write at once: "
+                    "rank 0 writes it")
+        return
+    plan.change(call, "file_ops.rank0",
+                f"`{what}(...)` on rank 0 only: every rank sees the same files (a "
+                "checkpoint is saved by rank 0), so every rank but the first would fail "
+                "on it (FileNotFoundError) or write the same file at once")
+
+
+def _plan_result_writes(ctx: Context) -> None:
+    """Files written by a library's call (`np.save(p, x)`, `df.to_csv(p)`): rank 0 only."""
+    facts = ctx.facts
+    readers = [c for c in facts.calls if not writes_file(ctx, c)]
+    for call in facts.calls:
+        if facts.call_name(call) == "open" or not writes_file(ctx, call) \
+                or opens_for_writing(ctx, call) or _in_rank0_block(ctx, call):
             continue
-        plan.rewrite(line, lambda n: guard_rank0(n, rank))
-        plan.change(call, "file_ops.rank0",
-                    f"`{what}(...)` on rank 0 only: every rank sees the same files (a "
-                    "checkpoint is saved by rank 0), so every rank but the first would fail "
-                    "on it (FileNotFoundError) or write the same file at once")
+        stmt = facts.statement(call)
+        if stmt is None or made_when_missing(facts, stmt) or made_after_early_return(
+                facts, stmt) is not None:
+            continue  # a cache made when missing: checkpoint.py (rank 0 first)
+        path = _path_of(call)
+        if path is None:
+            continue
+        code = facts.code(path)
+        back = next((r for r in readers if (r_path := _path_of(r)) is not None
+                     and facts.code(r_path) == code), None)
+        if back is not None:
+            ctx.plan.finding(call, "file_ops.read_back",
+                             f"`{facts.code(call.func)}(...)` writes `{code}` on every rank, "
+                             f"and line {facts.line(back)} reads it back: written by rank 0 "
+                             "alone, the others could read it before it is there",
+                             f"write it under `if {ctx.names.rank} == 0:`, then "
+                             "`dist.barrier()` before it is read")
+            continue
+        _guard_alone(ctx, call, written=True)
+
+
+def _path_of(call: cst.Call) -> cst.BaseExpression | None:
+    """The file a call names: its first argument, or the path whose method it is
+    (`Path(p).write_text(...)`, `p.read_text()`)."""
+    if isinstance(call.func, cst.Attribute) and method_name(call) in (
+            "write_text", "write_bytes", "read_text", "read_bytes"):
+        return call.func.value
+    args = positional(call)
+    return args[0].value if args else None
 
 
 def _own_temporary(ctx: Context, call: cst.Call) -> bool:
@@ -108,4 +171,9 @@ def _in_rank0_block(ctx: Context, call: cst.Call) -> bool:
         for item in node.items) for node in ctx.facts.ancestors(call))
 
 
-TRANSFORM = Transform("file_ops", plan_file_ops)
+def _plan_all(ctx: Context) -> None:
+    plan_file_ops(ctx)
+    _plan_result_writes(ctx)
+
+
+TRANSFORM = Transform("file_ops", _plan_all)
