@@ -35,7 +35,8 @@ from distrun.convert.transforms.setup import runs_nothing
 
 _CUDA_STRING = re.compile(r"^cuda(:0)?$")
 _GPU_WORDS = re.compile(r"cuda|gpu|device", re.IGNORECASE)
-_GPU_NAMES = re.compile(r"cuda|gpu", re.IGNORECASE)
+# `torch.accelerator.current_accelerator()` (pytorch/examples' scripts), `--accel`, mps...
+_GPU_NAMES = re.compile(r"cuda|gpu|accel|(?<![a-z])(mps|xpu)(?![a-z])", re.IGNORECASE)
 _OTHER_DEVICES = ("mps", "xpu", "tpu", "hpu", "npu")
 _GPU_INDEX_NAME = re.compile(r"(^|_)(device|gpu|gpu_id|device_id|cuda_device)$")
 
@@ -93,8 +94,8 @@ def plan_devices(ctx: Context) -> None:
 
 def cpu_only(facts: Facts) -> str | None:
     """How the project says it trains on the CPU, or None: no name, attribute or string
-    says `cuda` or `gpu` (nor an "mps"/"xpu" device), and it names no device at all or
-    names the CPU as one (`device = "cpu"`, `torch.device("cpu")`)."""
+    says `cuda`, `gpu` or `accel` (`torch.accelerator`; nor an "mps"/"xpu" device), and it
+    names no device at all or names the CPU as one (`device = "cpu"`)."""
     if any(_GPU_NAMES.search(node.value) for node in facts.names):
         return None
     strings = [value for node in facts.strings if (value := string_value(node)) is not None]
