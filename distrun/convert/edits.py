@@ -124,12 +124,17 @@ class Plan:
         self._touch(stmt)
 
     def insert_before(self, stmt: cst.CSTNode, new: Sequence[cst.BaseStatement],
-                      lead: bool = False) -> None:
+                      lead: bool = False, first: bool = False) -> None:
         """Statements before `stmt`; with `lead`, the comments and blank lines above
-        `stmt` go above them (they open a step of which `stmt` is part)."""
-        if lead and not self.before.get(stmt):
+        `stmt` go above them (they open a step of which `stmt` is part); with `first`,
+        before what is already inserted there (a guard around what `stmt` does, also
+        where part of it was moved above it)."""
+        if lead and (first or not self.before.get(stmt)):
             self.leads.add(id(stmt))
-        self.before[stmt].extend(new)
+        if first:
+            self.before[stmt][0:0] = new
+        else:
+            self.before[stmt].extend(new)
         self._touch(stmt)
 
     def insert_after(self, stmt: cst.CSTNode, new: Sequence[cst.BaseStatement]) -> None:

@@ -184,3 +184,60 @@ def test_a_package_run_from_inside_itself_converts_its_helper(tmp_path: Path) ->
     _same(tmp_path / "single.pt", tmp_path / "two.pt")
     assert two.stdout.count("loaded 32 samples") == 1, two.stdout
     assert two.stdout.count("saved ") == 1, two.stdout
+
+
+FAKEDATA = textwrap.dedent('''\
+    """A dataset of a library that downloads its file when asked and it is missing."""
+    import os
+    import time
+
+    import torch
+
+
+    class Numbers(torch.utils.data.Dataset):
+        def __init__(self, root, download=False):
+            path = os.path.join(root, "numbers.pt")
+            if download and not os.path.exists(path):
+                os.makedirs(root, exist_ok=True)
+                with open(os.path.join(root, "downloads.log"), "a") as log:
+                    log.write(os.environ.get("RANK", "0") + "\\n")
+                time.sleep(1)  # the transfer
+                generator = torch.Generator().manual_seed(0)
+                torch.save((torch.randn(32, 4, generator=generator),
+                            torch.randn(32, 1, generator=generator)), path)
+            self.x, self.y = torch.load(path)
+
+        def __len__(self):
+            return len(self.x)
+
+        def __getitem__(self, i):
+            return self.x[i], self.y[i]
+    ''')
+
+
+def test_a_dataset_downloaded_inside_a_dataloader_call_is_downloaded_once(
+        tmp_path: Path) -> None:
+    """PyTorch-GAN's `DataLoader(datasets.MNIST(..., download=True), ...)`: the dataset is
+    moved out of the call to be named for its sampler. Moved below the barrier that makes
+    the other ranks wait for rank 0's download, every rank downloaded at once (seen in
+    the seventh round's cgan, read in its converted file); above it, once."""
+    library = tmp_path / "library"
+    library.mkdir()
+    (library / "fakedata.py").write_text(FAKEDATA)
+    one, two = tmp_path / "one", tmp_path / "two"
+    fixture = ROOT / "tests/convert/fixtures/download/inside_loader.py"
+    for folder in (one, two):
+        folder.mkdir()
+        (folder / "train.py").write_text(fixture.read_text())
+    env = {"PYTHONPATH": str(library)}
+    single = run_cmd([sys.executable, "train.py"], cwd=one,
+                     env={**env, "BATCH_SIZE": "32", "OUT_PATH": str(tmp_path / "single.pt")})
+    assert single.returncode == 0, single.stderr
+    converted = distrun("convert", "train.py", cwd=two)
+    assert converted.returncode == 0, converted.stdout + converted.stderr
+    assert "download.rank0_first" in converted.stdout
+    launched = distrun("launch", "--nproc-per-node", "2", "--check", "train_ddp.py", cwd=two,
+                       env={**env, "BATCH_SIZE": "16", "OUT_PATH": str(tmp_path / "two.pt")})
+    assert launched.returncode == 0, launched.stdout + launched.stderr
+    assert (two / "data" / "downloads.log").read_text().split() == ["0"]
+    _same(tmp_path / "single.pt", tmp_path / "two.pt")

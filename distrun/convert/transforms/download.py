@@ -50,9 +50,10 @@ def plan_downloads(ctx: Context) -> None:
             ctx.plan.rewrite(stmt, _inside(first))
         else:
             barrier = ctx.target.barrier(ctx, at=call)
+            # first: above the dataset data.py moved out of a DataLoader(...) call
             ctx.plan.insert_before(stmt, [statement(
                 f"if {n.rank} != 0:\n    {barrier}  # rank 0 downloads first\n")],
-                lead=True)
+                lead=True, first=True)
             after = f"if {n.rank} == 0:\n    {barrier}\n"
             if isinstance(small, cst.Return) and small.value is not None:
                 # the barrier must run before the return: the value is kept in a name
