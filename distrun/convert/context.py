@@ -61,6 +61,10 @@ class Context:
     entry_is_library: bool = False  # setup -> pipeline: the entry only defines things
     on_cpu: bool = False  # device -> setup, wrap: the script names no GPU (trains on the CPU)
     first_runs: set[cst.CSTNode] = field(default_factory=set)  # `if`s rank 0 runs first
+    # data -> batches -> hazards: DataLoaders over an IterableDataset (-> its class), and
+    # those whose training loops now take their batches through rank_batches
+    stream_loaders: dict[cst.Call, cst.ClassDef] = field(default_factory=dict)
+    streams_shared: set[cst.Call] = field(default_factory=set)
     _flow: Flow | None = field(default=None, repr=False)
 
     def refuse(self, node: cst.CSTNode | None, rule: str, message: str, fix: str) -> None:

@@ -149,6 +149,22 @@ def test_the_best_weights_kept_on_the_training_loss_are_the_originals(tmp_path: 
     assert_same_checkpoint(tmp_path)
 
 
+def test_a_stream_of_samples_is_dealt_out_by_rank_0(tmp_path: Path) -> None:
+    """A DataLoader over an IterableDataset of the script: no sampler can shard it (every
+    rank would train on the whole stream; convert refused it, exit 4). Rank 0 reads the
+    stream and deals the batches: the run is the original's (batch 64 against 32 per
+    rank, two batches of the stream per step)."""
+    script = tmp_path / "stream.py"
+    script.write_text((FIXTURES / "data/iterable_stream.py").read_text())
+    converted = distrun("convert", "stream.py", cwd=tmp_path)
+    assert converted.returncode == 0, converted.stdout + converted.stderr
+    assert "stream.py:24: data.rank_batches: batches made by a DataLoader over `Stream`" in (
+        converted.stdout), converted.stdout
+    run_single(script, tmp_path)
+    run_two(tmp_path / "stream_ddp.py", tmp_path)
+    assert_same_checkpoint(tmp_path)
+
+
 def test_a_second_backward_through_a_kept_graph_is_averaged(tmp_path: Path) -> None:
     """The simple GAN's `loss_disc.backward(retain_graph=True)` through the generator's
     undetached output, then `loss_gen.backward()` through the same graph: DDP averaged

@@ -14,6 +14,9 @@ one batch trains every rank on it, the original's step.
         (train_iter holding an instance of an iterating class of the project, wherever
         it was made: a parameter, `build_iterator(...)`'s return, another module)
 
+The same for a DataLoader over an IterableDataset of the script (a stream a sampler
+cannot shard): rank 0 reads the stream, as the original does, and deals its batches.
+
 Not a generator or class given a DataLoader, or a loader already sharded (a prefetcher
 over it): the loader is what is sharded.
 
@@ -33,8 +36,9 @@ import libcst as cst
 from distrun.convert.analysis import Facts, dotted
 from distrun.convert.build import code_of, expression
 from distrun.convert.context import Context
-from distrun.convert.idioms import is_backward, is_optimizer_step, unwrap_iter
+from distrun.convert.idioms import is_backward, is_optimizer_step, origin_names, unwrap_iter
 from distrun.convert.names import Names
+from distrun.convert.transforms.loader_names import construction_names
 
 
 def share_hand_made(ctx: Context, sharded_names: set[str]) -> bool:
@@ -78,6 +82,11 @@ def _batch_maker(ctx: Context, source: cst.BaseExpression, sharded: set[str]) ->
     (`train_iter` passed down from `train_iter = build_iterator(...)`). Not one that feeds
     on another iterable (a prefetcher over a DataLoader: that loader is sharded)."""
     facts = ctx.facts
+    stream = _stream_loader(ctx, source)
+    if stream is not None:
+        ctx.streams_shared.add(stream)
+        return (f"a DataLoader over `{ctx.stream_loaders[stream].name.value}`, an "
+                "IterableDataset (a sampler cannot shard it)")
     if isinstance(source, cst.Call):
         if _feeds_on(facts, source, sharded):
             return None
@@ -96,6 +105,19 @@ def _batch_maker(ctx: Context, source: cst.BaseExpression, sharded: set[str]) ->
     if not classes:
         return None
     return f"`{facts.code(source)}` (a `{'`/`'.join(classes)}` of the script)"
+
+
+def _stream_loader(ctx: Context, source: cst.BaseExpression) -> cst.Call | None:
+    """The DataLoader over an IterableDataset that `source` is (made there, or reaching
+    the loop by a name, an attribute or a parameter), if any."""
+    if isinstance(source, cst.Call):
+        return source if source in ctx.stream_loaders else None
+    code = dotted(source)
+    if code is None or not ctx.stream_loaders:
+        return None
+    names = origin_names(ctx.facts, code, ctx.facts.scope(source), 0)
+    return next((call for call in ctx.stream_loaders
+                 if names & construction_names(ctx.facts, call)), None)
 
 
 def _generator(ctx: Context, func: cst.FunctionDef) -> bool:

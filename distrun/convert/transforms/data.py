@@ -150,6 +150,7 @@ def plan_data(ctx: Context) -> None:
     rebuilt = rebuild_unseen_loaders(ctx, loops, built)
     sharded, epoched = sharded | rebuilt, epoched | rebuilt
     hand_made = share_hand_made(ctx, sharded)
+    _unshared_streams(ctx)
     if not loaders and not sharded and not hand_made and not share_random_draws(ctx) \
             and not full_batch(ctx):
         plan.finding(_training_loop(facts), "data.no_loader",
@@ -233,11 +234,9 @@ def _add_sampler(ctx: Context, call: cst.Call, why: str, auto_epoch: bool = Fals
     ds_arg = keyword(call, "dataset") or (pos[0] if pos else None)
     if ds_arg is None:
         return False
-    if _is_iterable_dataset(facts, ds_arg.value):
-        plan.finding(call, "data.iterable_dataset",
-                     "this DataLoader reads an IterableDataset: a sampler cannot "
-                     "shard it, so it was left as it is", "shard inside the dataset's __iter__ "
-                     "(see the IterableDataset warning)")
+    stream = _iterable_dataset(facts, ds_arg.value)
+    if stream is not None:  # no sampler: its training loops go through rank_batches
+        ctx.stream_loaders[call] = stream
         return False
     ctx.train_loaders.append(call)
     if ctx.target.take_loader(ctx, call, why):
@@ -281,21 +280,36 @@ def _add_sampler(ctx: Context, call: cst.Call, why: str, auto_epoch: bool = Fals
     return True
 
 
-def _is_iterable_dataset(facts: Facts, expr: cst.BaseExpression) -> bool:
-    """Is `expr` an instance of one of the script's IterableDataset classes?"""
+def _iterable_dataset(facts: Facts, expr: cst.BaseExpression) -> cst.ClassDef | None:
+    """The script's IterableDataset class `expr` is an instance of, if it is one."""
     if isinstance(expr, cst.Name):
         for name in facts.names:
             parent = facts.parent.get(name)
             if name.value == expr.value and isinstance(parent, cst.AssignTarget):
                 assign = facts.parent.get(parent)
-                if isinstance(assign, cst.Assign) and _is_iterable_dataset(facts, assign.value):
-                    return True
-        return False
+                found = _iterable_dataset(facts, assign.value) if isinstance(
+                    assign, cst.Assign) else None
+                if found is not None:
+                    return found
+        return None
     if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Name):
         cls = facts.local_definition(expr)
-        return isinstance(cls, cst.ClassDef) and any(
-            facts.qualname(b.value) in ITERABLE_DATASET for b in cls.bases)
-    return False
+        if isinstance(cls, cst.ClassDef) and any(
+                facts.qualname(b.value) in ITERABLE_DATASET for b in cls.bases):
+            return cls
+    return None
+
+
+def _unshared_streams(ctx: Context) -> None:
+    """A DataLoader over an IterableDataset whose training loop was not found: an error."""
+    for call in ctx.stream_loaders:
+        if call not in ctx.streams_shared:
+            ctx.plan.finding(call, "data.iterable_dataset",
+                             "this DataLoader reads an IterableDataset, and no training loop "
+                             "over it was found to share its batches out: every rank would "
+                             "read the same items", "iterate it in the training loop "
+                             "(`for x, y in loader:`), or keep every WORLD_SIZE-th item in "
+                             "the dataset's __iter__")
 
 
 def _hoist_dataset(ctx: Context, call: cst.Call, ds_arg: cst.Arg) -> str | None:

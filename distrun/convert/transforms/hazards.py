@@ -39,7 +39,11 @@ def plan_hazards(ctx: Context) -> None:
                          "LBFGS usually trains on the full batch: sharding "
                          "the data changes its steps", "check that each step's loss is a mean "
                          "over the whole global batch")
+    shared = {ctx.stream_loaders[c] for c in ctx.streams_shared}
+    unshared = {cls for c, cls in ctx.stream_loaders.items() if c not in ctx.streams_shared}
     for cls in facts.classes():
+        if cls in shared and cls not in unshared:
+            continue  # its loader's batches are dealt by rank_batches
         for base in cls.bases:
             if facts.qualname(base.value) in ITERABLE_DATASET:
                 plan.finding(cls, "hazards.iterable_dataset", f"`{cls.name.value}` is an "
