@@ -165,6 +165,24 @@ def test_a_stream_of_samples_is_dealt_out_by_rank_0(tmp_path: Path) -> None:
     assert_same_checkpoint(tmp_path)
 
 
+def test_a_table_shuffled_and_split_without_a_seed_is_rank_0s_on_every_rank(
+        tmp_path: Path) -> None:
+    """pandas' `df.sample(frac=1)` and scikit-learn's `train_test_split` draw with numpy's
+    generator: unseeded, each rank shuffles and splits its own way (the projects' shim
+    seeds rank 1 otherwise, as separate processes are), so the sampler shards tables that
+    differ. Converted, every rank takes rank 0's draws: the original's training."""
+    script = tmp_path / "table.py"
+    script.write_text((FIXTURES / "data/frame_splits.py").read_text())
+    converted = distrun("convert", "table.py", cwd=tmp_path)
+    assert converted.returncode == 0, converted.stdout + converted.stderr
+    assert converted.stdout.count("data.same_split") == 2, converted.stdout
+    env = {"PYTHONPATH": str(ROOT / "tests/projects/shim"), "DISTRUN_SHIM_SEED_BY_RANK": "1"}
+    single = run_single(script, tmp_path, env=env)
+    multi = run_two(tmp_path / "table_ddp.py", tmp_path, env=env)
+    assert_same_checkpoint(tmp_path)
+    assert multi.stdout.strip() == single.stdout.strip() != ""  # the same validation set
+
+
 def test_a_second_backward_through_a_kept_graph_is_averaged(tmp_path: Path) -> None:
     """The simple GAN's `loss_disc.backward(retain_graph=True)` through the generator's
     undetached output, then `loss_gen.backward()` through the same graph: DDP averaged

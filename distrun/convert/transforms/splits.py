@@ -9,6 +9,8 @@ draws it (the random state moves on as it did), then every rank takes rank 0's:
     a, b = random_split(ds, [n1, n2])  ->  a, b = rank0_split(random_split(ds, [n1, n2]))
     idx = torch.randperm(n)            ->  idx = rank0_value(torch.randperm(n))
     idx = np.random.permutation(n)     ->  idx = rank0_value(np.random.permutation(n))
+    a, b = train_test_split(X, y)      ->  a, b = rank0_value(train_test_split(X, y))
+    df = df.sample(frac=1)             ->  df = rank0_value(df.sample(frac=1))
     np.random.shuffle(idx)             ->  np.random.shuffle(idx)
                                            idx[:] = rank0_value(idx)
     W = torch.randn(4, 1) * 5          ->  W = rank0_value(torch.randn(4, 1)) * 5
@@ -21,8 +23,8 @@ same random state, so the conversion trains on the original's split.
 Only a choice made once: at the top level, or in a function or method called from one
 place that itself runs once, outside any loop (every rank reaches the broadcast
 together); never in a Dataset's, Sampler's or Module's methods, nor in a special method
-(they run per sample, per batch). Left alone: a call given
-its own generator, a script that seeds the library it uses (every rank then draws the
+(they run per sample, per batch). Left alone: a call given its own generator or
+`random_state=`, a script that seeds the library it uses (every rank then draws the
 same), a draw in a loop or in what runs many times (per-step randomness, per rank by
 design).
 """
@@ -39,7 +41,9 @@ from distrun.convert.transforms.rank0_values import helper_code as rank0_value_c
 
 _SPLITS = {"torch.utils.data.random_split", "torch.utils.data.dataset.random_split"}
 _DRAWS = {"torch.randperm": "torch", "numpy.random.permutation": "numpy",
-          "random.sample": "random"}
+          "random.sample": "random",
+          # numpy's generator when not given random_state=
+          "sklearn.model_selection.train_test_split": "numpy"}
 # values drawn once from a distribution: synthetic data, a target function's coefficients
 _VALUES = {"torch.randn": "torch", "torch.rand": "torch", "torch.normal": "torch",
            "numpy.random.randn": "numpy", "numpy.random.rand": "numpy",
@@ -65,8 +69,10 @@ def same_splits(ctx: Context) -> None:
     for call in facts.calls:
         name = facts.call_name(call) or ""
         library = "torch" if name in _SPLITS else \
-            _DRAWS.get(name) or _SHUFFLES.get(name) or _VALUES.get(name)
-        if library is None or library in seeded or keyword(call, "generator") is not None:
+            _DRAWS.get(name) or _SHUFFLES.get(name) or _VALUES.get(name) or (
+                "numpy" if _frame_sample(call) else None)
+        if library is None or library in seeded or keyword(call, "generator") is not None \
+                or keyword(call, "random_state") is not None:
             continue
         if not _made_once(ctx, call) or name in _VALUES and not _every_rank_runs(ctx, call):
             continue
@@ -74,6 +80,13 @@ def same_splits(ctx: Context) -> None:
             _shuffled(ctx, call)
         else:
             _drawn(ctx, call, "rank0_split" if name in _SPLITS else "rank0_value")
+
+
+def _frame_sample(call: cst.Call) -> bool:
+    """pandas' `df.sample(frac=1)` / `df.sample(n=100)` (a shuffle or a subset drawn with
+    numpy's generator when not given random_state=)."""
+    return isinstance(call.func, cst.Attribute) and call.func.attr.value == "sample" and (
+        keyword(call, "frac") is not None or keyword(call, "n") is not None)
 
 
 def _drawn(ctx: Context, call: cst.Call, helper: str) -> None:
