@@ -7,7 +7,10 @@ torch's own methods back when the default check's window ends. `mark_training` (
 each optimizer step) marks the loader being iterated as a training loader. `_split`
 sketches the index lists that pick a loader's samples (Subsets, SubsetRandomSampler), so
 that ranks reading the same or overlapping samples can be told apart from ranks that
-split the data.
+split the data. `_content` fingerprints what a data set sharded by a DistributedSampler
+holds (its tensors, arrays, tables and lists), for ranks that built it differently (a
+table shuffled or split without a seed before the loader): the sampler then shards data
+sets that differ.
 """
 
 from __future__ import annotations
@@ -39,6 +42,9 @@ def patch_loaders(loader_class: Any, iterator_class: Any) -> None:
         loader = state.loaders.get(self) if state is not None else None
         if state is not None and loader is not None:
             sampler = _distributed_sampler(self)
+            if sampler is not None and not loader.content_read:  # before any sample is read
+                loader.content_read = True
+                loader.content = _content(getattr(self, "dataset", None))
             try:
                 state.iterators[iterator] = Iteration(
                     loader, getattr(sampler, "epoch", None),
@@ -107,7 +113,7 @@ def _record_loader(state: State, iterator: Any, loader: Loader, batch: object) -
                dataset=_length(dataset), sampler=type(inner).__name__,
                replacement=bool(getattr(inner, "replacement", False)),
                samples=getattr(inner, "num_samples", None) if inner is not None else None,
-               split=_split(dataset, inner))
+               split=_split(dataset, inner), content=loader.content)
 
 
 def mark_training(state: State) -> None:
@@ -184,3 +190,65 @@ def _length(obj: object) -> int | None:
         return len(obj)  # type: ignore[arg-type]
     except Exception:  # noqa: BLE001 (an IterableDataset, a sampler without a length)
         return None
+
+
+# -- what a data set holds ------------------------------------------------------------
+
+
+SAMPLED = 1024  # elements of a tensor or array hashed: the first, the last, a stride
+
+
+def _content(dataset: object) -> str | None:
+    """A hash of the data `dataset` holds (and the data sets it wraps): its tensors,
+    numpy arrays, pandas tables and lists of plain values, each by attribute name, shape
+    and a sample of its values; read without calling `__getitem__` (no random draw, no
+    file read). None when it holds none of these."""
+    import hashlib
+
+    digest = hashlib.sha1()
+    found = False
+    for depth in range(4):
+        if dataset is None:
+            break
+        try:
+            attributes = sorted(vars(dataset).items())
+        except TypeError:
+            break
+        for name, value in attributes:
+            part = _value_digest(value)
+            if part is not None:
+                found = True
+                digest.update(f"{depth}.{name}:".encode() + part)
+        dataset = getattr(dataset, "dataset", None)
+    return digest.hexdigest()[:16] if found else None
+
+
+def _value_digest(value: object, depth: int = 0) -> bytes | None:
+    if isinstance(value, (list, tuple)) and len(value) > 1 and all(
+            isinstance(v, (str, int, float)) for v in value[:64]):
+        return repr((len(value), value[:64], value[-64:])).encode()
+    if isinstance(value, (list, tuple)) and 0 < len(value) <= 8 and depth == 0:
+        parts = [_value_digest(v, 1) for v in value]  # TensorDataset's `tensors`
+        return b"|".join(p for p in parts if p is not None) if any(parts) else None
+    if type(value).__module__.startswith("pandas") and hasattr(value, "to_numpy"):
+        try:
+            value = value.to_numpy()
+        except Exception:  # noqa: BLE001 (a table of objects pandas cannot stack)
+            return None
+    try:
+        import numpy as np
+
+        if isinstance(value, np.ndarray):
+            if value.dtype.kind not in "biufc":  # strings: their bytes
+                return repr(value.shape).encode() + value.reshape(-1)[:SAMPLED].tobytes()
+            value = torch.from_numpy(np.ascontiguousarray(value))
+    except (ImportError, TypeError, ValueError):
+        return None
+    if not isinstance(value, torch.Tensor) or value.is_sparse:
+        return None
+    flat = value.detach().reshape(-1)
+    if flat.numel() == 0:
+        return repr(tuple(value.shape)).encode()
+    stride = max(1, flat.numel() // SAMPLED)
+    picked = torch.cat([flat[:SAMPLED], flat[-SAMPLED:], flat[::stride][:SAMPLED]])
+    return repr((tuple(value.shape), str(value.dtype))).encode() + picked.cpu().numpy().tobytes()

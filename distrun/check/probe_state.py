@@ -77,6 +77,8 @@ class Loader:
         self.number = number  # loaders made at the same line: 0, 1, 2...
         self.seen_first = False
         self.train = False
+        self.content: str | None = None  # under a DistributedSampler: probe_loaders._content
+        self.content_read = False
 
 
 class Iteration:

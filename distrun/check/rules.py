@@ -70,7 +70,8 @@ RULES = {rule.id: rule for rule in (
          "training samples, and the ranks do not train on one shared training set",
          "draw the split alike on every rank: `random_split(ds, sizes, "
          "generator=torch.Generator().manual_seed(0))`, `np.random.RandomState(0)"
-         ".permutation(n)` (or `distrun convert` the single-process script, which seeds it)"),
+         ".permutation(n)`, `random_state=0` for pandas and scikit-learn (or `distrun "
+         "convert` the single-process script, which has every rank take rank 0's draw)"),
     Rule("sharded-checkpoint", False,
          "torch.save of a model state that holds only this rank's shard (FSDP2 DTensors, "
          "ZeRO-3 partitioned parameters, whose state-dict entries are empty): the file "

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from distrun.check.data_sets import contents_differ
 from distrun.check.rules import Finding
 
 Key = tuple[str, int]  # a loader: the file:line that made it, and its number there
@@ -32,6 +33,7 @@ class LoaderFacts:
     sampler: str
     replacement: bool
     split: dict[str, Any] | None = None  # probe_loaders.py's _split: the Subset/sampler indices
+    content: str | None = None  # probe_loaders.py's _content, under a DistributedSampler
 
 
 @dataclass
@@ -66,7 +68,8 @@ class RankFacts:
                 str(fact["first"]), _int(fact.get("batch")), _int(fact.get("length")),
                 _int(fact.get("dataset")), str(fact.get("sampler")),
                 bool(fact.get("replacement")),
-                fact["split"] if isinstance(fact.get("split"), dict) else None)
+                fact["split"] if isinstance(fact.get("split"), dict) else None,
+                str(fact["content"]) if fact.get("content") else None)
         elif kind == "train":
             self.train.add(key)
         elif kind == "epoch":
@@ -298,6 +301,8 @@ class Checker:
                     f"samples on rank {ranks[0].rank} and rank {rank.rank} (index lists of "
                     f"{sizes} drawn differently: a split without a seed)", key[0])))
                 break
+        reported = {key for key in keys if ("split", key) in {k for k, _ in found}}
+        found += contents_differ(ranks, keys - reported)
         return found
 
     def _collectives(self, ranks: list[RankFacts]) -> list[tuple[object, Finding]]:

@@ -30,6 +30,7 @@ DEFECTS = {  # script -> the rules its defect is named by
     "accelerate_no_prepare.py": ("unsharded-data",),
     "spawn_in_script.py": ("spawn-under-launcher", "no-training"),
     "split_per_rank.py": ("split-differs",),
+    "table_per_rank.py": ("split-differs",),
     "fsdp_sharded_save.py": ("sharded-checkpoint",),
 }
 LOOK_ALIKES = {  # correct scripts that look like a defect: clean under the default check
