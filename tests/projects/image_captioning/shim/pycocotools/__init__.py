@@ -1,0 +1,1 @@
+"""A fake pycocotools (image_captioning): `pycocotools.coco.COCO` only."""
