@@ -33,11 +33,16 @@ _WALKS = frozenset({"children", "modules", "named_children", "named_modules", "_
                     "_modules"})
 
 
-def unused_layers(ctx: Context, model: Model) -> list[tuple[str, cst.CSTNode, bool]]:
-    """(`Class.attribute`, the assignment, whether forward calls it) of each layer the
-    model's classes build in `__init__` and never read, or read in `forward` only where
-    no kept output depends on it."""
-    found: list[tuple[str, cst.CSTNode, bool]] = []
+NEVER = "is built and never used"
+DEAD = "is called in `forward`, but no output the training keeps depends on it"
+
+
+def unused_layers(ctx: Context, model: Model) -> list[tuple[str, cst.CSTNode, str]]:
+    """(`Class.attribute`, the assignment, how it goes without a gradient) of each layer
+    the model's classes build in `__init__` and never read, read in `forward` only where
+    no kept output depends on it, or called there only under `torch.no_grad()` or under
+    an `if` on forward's arguments (a step may not use it)."""
+    found: list[tuple[str, cst.CSTNode, str]] = []
     kept = kept_positions(model.forwards, ctx.facts.parent)
     for cls in sorted(ctx.flow.instances(model.place), key=lambda c: ctx.facts.line(c)):
         family = _family(ctx, cls)
@@ -47,13 +52,84 @@ def unused_layers(ctx: Context, model: Model) -> list[tuple[str, cst.CSTNode, bo
                         if f is not None), None)
         read = set().union(*(_read(member, forward) for member in family))
         live = live_attributes(forward, kept) if forward is not None else set()
+        sometimes = _sometimes_idle(ctx, forward) if forward is not None else {}
+        frozen = _frozen(family)
         for member in family:
             init = ctx.facts.method(member, "__init__")
             for attr, node in _layers_set(ctx, init) if init is not None else []:
                 if attr not in read and attr not in live:
                     called = forward is not None and attr in _read(forward, None)
-                    found.append((f"{member.name.value}.{attr}", node, called))
+                    found.append((f"{member.name.value}.{attr}", node, DEAD if called
+                                  else NEVER))
+                elif attr in sometimes and attr not in read and attr not in frozen:
+                    found.append((f"{member.name.value}.{attr}", node, sometimes[attr]))
     return found
+
+
+_NO_GRAD = frozenset({"torch.no_grad", "torch.inference_mode"})
+
+
+def _sometimes_idle(ctx: Context, forward: cst.FunctionDef) -> dict[str, str]:
+    """The layers `forward` calls only under `torch.no_grad()` (their parameters never get
+    a gradient) or only under an `if` whose test reads forward's arguments (`if y is not
+    None:`: a step that passes None leaves it out), said for the report; a layer also
+    called elsewhere in forward is not one of them."""
+    facts = ctx.facts
+    params = {p.name.value for p in forward.params.params[1:]}
+    found: dict[str, str] = {}
+    always: set[str] = set()
+
+    def why(node: cst.CSTNode) -> str | None:
+        for up in facts.ancestors(node):
+            if up is forward:
+                return None
+            if isinstance(up, cst.With) and any(
+                    (facts.call_name(i.item) if isinstance(i.item, cst.Call) else None)
+                    in _NO_GRAD for i in up.items):
+                return "is called in `forward` only under `torch.no_grad()`"
+            if isinstance(up, cst.If) and _reads(up.test, params):
+                test = " ".join(facts.code(up.test).split())
+                return f"is called in `forward` only when `{test}` holds"
+        return None
+
+    for call in facts.calls_in(forward):
+        attr = dotted(call.func) or ""
+        if not attr.startswith("self.") or attr.count(".") != 1:
+            continue
+        name = attr.removeprefix("self.")
+        reason = why(call)
+        if reason is None:
+            always.add(name)
+        else:
+            found.setdefault(name, reason)
+    return {k: v for k, v in found.items() if k not in always}
+
+
+def _reads(test: cst.BaseExpression, names: set[str]) -> bool:
+    found: list[bool] = []
+
+    class Visit(cst.CSTVisitor):
+        def visit_Name(self, node: cst.Name) -> None:
+            if node.value in names:
+                found.append(True)
+
+    test.visit(Visit())
+    return bool(found)
+
+
+def _frozen(family: list[cst.ClassDef]) -> set[str]:
+    """Layers whose parameters the class itself stops from training
+    (`for p in self.resnet.parameters(): p.requires_grad = False`,
+    `self.resnet.requires_grad_(False)`): DDP leaves those out by itself."""
+    frozen: set[str] = set()
+    for member in family:
+        code = cst.Module(body=[member]).code
+        if "requires_grad" not in code:
+            continue
+        for attr in _read(member, None):
+            if f"self.{attr}.parameters()" in code or f"self.{attr}.requires_grad_(" in code:
+                frozen.add(attr)
+    return frozen
 
 
 def _family(ctx: Context, cls: cst.ClassDef) -> list[cst.ClassDef]:
@@ -118,8 +194,8 @@ def _by_name(ctx: Context, cls: cst.ClassDef) -> bool:
     walked: list[bool] = []
 
     class Visit(cst.CSTVisitor):
-        def visit_Attribute(self, node: cst.Attribute) -> None:
-            if node.attr.value in _WALKS:
+        def visit_Attribute(self, node: cst.Attribute) -> None:  # `self.children()`, not
+            if node.attr.value in _WALKS and dotted(node.value) == "self":  # `net.children()`
                 walked.append(True)
 
     cls.visit(Visit())

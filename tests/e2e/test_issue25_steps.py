@@ -43,6 +43,23 @@ def test_a_layer_without_gradient_does_not_stop_ddp(tmp_path: Path, case: str,
     assert_same_checkpoint(tmp_path)
 
 
+def test_layers_a_step_may_leave_without_gradient_do_not_stop_ddp(tmp_path: Path) -> None:
+    """A backbone run under `torch.no_grad()` inside forward, never frozen (yunjey's image
+    captioning), and an embedding used only when the step passes labels (a conditional
+    diffusion model's label dropout): their parameters get no gradient at some steps. DDP
+    stopped every rank ("Expected to have finished reduction in the prior iteration"),
+    rank 1 after its head had already diverged. Made with find_unused_parameters=True, the
+    run is the original's."""
+    script = tmp_path / "idle.py"
+    script.write_text((FIXTURES / "model/sometimes_idle.py").read_text())
+    converted = distrun("convert", "idle.py", cwd=tmp_path)
+    assert converted.returncode == 0, converted.stdout + converted.stderr
+    assert converted.stdout.count("model.find_unused") == 2, converted.stdout
+    run_single(script, tmp_path)
+    run_two(tmp_path / "idle_ddp.py", tmp_path)
+    assert_same_checkpoint(tmp_path)
+
+
 def test_a_loss_summed_by_hand_over_the_batch_keeps_the_step(tmp_path: Path) -> None:
     """`loss += criterion(out[i], y[i])` for each sample of the batch is a sum over the
     batch: each rank's covers half of it and DDP averages, so unscaled every step would

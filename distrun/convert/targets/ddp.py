@@ -20,7 +20,7 @@ from distrun.convert.build import statement
 from distrun.convert.context import Context, Wrapping, WrapSite
 from distrun.convert.options import Target as TargetName
 from distrun.convert.targets.base import TorchDistributed, in_module_class
-from distrun.convert.unused_layers import unused_layers
+from distrun.convert.unused_layers import DEAD, NEVER, unused_layers
 
 
 class DDP(TorchDistributed):
@@ -36,14 +36,15 @@ class DDP(TorchDistributed):
                                          "if torch.cuda.is_available() else None")
         made = (f"{n.ddp}({inner}{devices}"
                 f"{', find_unused_parameters=True' if unused else ''})")
-        for layer, line, called in unused:
-            how = ("is called in `forward`, but no output the training keeps depends on it"
-                   if called else "is built and never used")
+        for layer, line, how in unused:
+            spare = ("freeze it (`.requires_grad_(False)`) to spare DDP that search"
+                     if "no_grad" in how else "remove the layer to spare DDP that search"
+                     if how in (NEVER, DEAD) else "DDP looks for such layers at every step")
             ctx.plan.change(line, "model.find_unused",
                             f"`{layer}` {how}: its parameters get no "
-                            f"gradient, so `{site.wrapper}` is made with "
-                            "find_unused_parameters=True (else DDP stops every rank at the "
-                            "second step); remove the layer to spare DDP that search")
+                            f"gradient{' at such a step' if 'holds' in how else ''}, so "
+                            f"`{site.wrapper}` is made with find_unused_parameters=True (else "
+                            f"DDP stops every rank at the next step); {spare}")
         attribute = site.wrapper.removeprefix("self.")
         if attribute != site.wrapper and attribute.isidentifier() and in_module_class(
                 ctx, site.anchor):
