@@ -5,6 +5,7 @@ Rewrites:
   os.remove(path) / os.unlink / os.rmdir / shutil.rmtree / Path(p).unlink()
   os.rename(a, b) / os.replace / shutil.move / shutil.copy / shutil.copyfile / ...
   np.save(path, x) / np.savetxt / np.savez / df.to_csv(path) / Path(p).write_text(...)
+  Image.fromarray(a).save(path) / cv2.imwrite(path, a) / imageio.imwrite / plt.imsave
                                                 ->  if RANK == 0: <the same line>
 
 A result file written by a library (a history in .npy, a table in .csv) by every rank
@@ -91,12 +92,47 @@ def _guard_alone(ctx: Context, call: cst.Call, written: bool = False) -> None:
                 "on it (FileNotFoundError) or write the same file at once")
 
 
-def _plan_result_writes(ctx: Context) -> None:
-    """Files written by a library's call (`np.save(p, x)`, `df.to_csv(p)`): rank 0 only."""
+# Images written by a library (a sample grid each epoch), path first.
+IMAGE_WRITERS = frozenset({
+    "cv2.imwrite", "imageio.imwrite", "imageio.imsave", "imageio.v2.imwrite",
+    "imageio.v3.imwrite", "matplotlib.pyplot.imsave", "skimage.io.imsave",
+})
+
+
+def _writes(ctx: Context, call: cst.Call) -> bool:
+    return writes_file(ctx, call) or ctx.facts.call_name(call) in IMAGE_WRITERS \
+        or _pil_save(ctx, call)
+
+
+def _pil_save(ctx: Context, call: cst.Call) -> bool:
+    """`im.save(path)` of a PIL image (`im = Image.fromarray(...)` in the same function,
+    or `Image.open(...).save(path)`)."""
     facts = ctx.facts
-    readers = [c for c in facts.calls if not writes_file(ctx, c)]
+    if method_name(call) != "save" or not isinstance(call.func, cst.Attribute) \
+            or not positional(call):
+        return False
+    owner = call.func.value
+    if isinstance(owner, cst.Call):
+        return (facts.call_name(owner) or "").startswith("PIL.Image.")
+    if not isinstance(owner, cst.Name):
+        return False
+    scope = facts.function(call)
+    for assign in facts.assigns:
+        if isinstance(assign, cst.Assign) and facts.function(assign) is scope and any(
+                dotted(t.target) == owner.value for t in assign.targets) and isinstance(
+                assign.value, cst.Call) and (facts.call_name(assign.value) or "").startswith(
+                "PIL.Image."):
+            return True
+    return False
+
+
+def _plan_result_writes(ctx: Context) -> None:
+    """Files written by a library's call (`np.save(p, x)`, `df.to_csv(p)`, an image's
+    `im.save(p)`): rank 0 only."""
+    facts = ctx.facts
+    readers = [c for c in facts.calls if not _writes(ctx, c)]
     for call in facts.calls:
-        if facts.call_name(call) == "open" or not writes_file(ctx, call) \
+        if facts.call_name(call) == "open" or not _writes(ctx, call) \
                 or opens_for_writing(ctx, call) or _in_rank0_block(ctx, call):
             continue
         stmt = facts.statement(call)
