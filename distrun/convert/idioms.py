@@ -96,13 +96,34 @@ def trains(facts: Facts, container: cst.CSTNode, depth: int = 0, flow: Flow | No
 
 
 def unwrap_iter(facts: Facts, expr: cst.BaseExpression) -> cst.BaseExpression:
-    """`enumerate(tqdm(loader))` -> `loader`."""
-    while isinstance(expr, cst.Call) and facts.call_name(expr) in ITER_WRAPPERS:
+    """`enumerate(tqdm(loader))` -> `loader`; also through a name the function binds once
+    to such a wrapper (`pbar = tqdm(loader)` then `enumerate(pbar)` -> `loader`)."""
+    for _ in range(8):
+        if isinstance(expr, cst.Name):
+            wrapped = _bound_wrapper(facts, expr)
+            if wrapped is None:
+                break
+            expr = wrapped
+        if not (isinstance(expr, cst.Call) and facts.call_name(expr) in ITER_WRAPPERS):
+            break
         args = positional(expr)
         if not args:
             break
         expr = args[0].value
     return expr
+
+
+def _bound_wrapper(facts: Facts, name: cst.Name) -> cst.Call | None:
+    """The wrapper call `name` is bound to by the one assignment to it in its function."""
+    scope = facts.function(name)
+    values = [a.value for a in facts.assigns if isinstance(a, cst.Assign)
+              and facts.function(a) is scope and facts.module_of(a) is facts.module_of(name)
+              and any(isinstance(t.target, cst.Name) and t.target.value == name.value
+                      for t in a.targets)]
+    if len(values) != 1 or not isinstance(values[0], cst.Call) or \
+            facts.call_name(values[0]) not in ITER_WRAPPERS:
+        return None
+    return values[0]
 
 
 @dataclass(frozen=True)

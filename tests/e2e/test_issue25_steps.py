@@ -200,6 +200,21 @@ def test_a_table_shuffled_and_split_without_a_seed_is_rank_0s_on_every_rank(
     assert multi.stdout.strip() == single.stdout.strip() != ""  # the same validation set
 
 
+def test_a_loader_read_through_a_progress_bar_in_a_name_moves_to_the_next_epoch(
+        tmp_path: Path) -> None:
+    """`pbar = tqdm(dataloader)` then `for i, (x, y) in enumerate(pbar):` (the conditional
+    diffusion model's loop): the loader was not found behind the name, no set_epoch was
+    placed, and launch --check said "[no-set-epoch] ... every epoch has the same order".
+    Converted, the sampler moves on each epoch: the check finds nothing."""
+    script = tmp_path / "bar.py"
+    script.write_text((FIXTURES / "data/progress_bar_variable.py").read_text())
+    converted = distrun("convert", "bar.py", cwd=tmp_path)
+    assert converted.returncode == 0, converted.stdout + converted.stderr
+    assert "bar.py:10: data.set_epoch: `dataloader.sampler.set_epoch(epoch)`" in (
+        converted.stdout), converted.stdout
+    run_two(tmp_path / "bar_ddp.py", tmp_path)  # --check: [no-set-epoch] would fail it
+
+
 def test_a_second_backward_through_a_kept_graph_is_averaged(tmp_path: Path) -> None:
     """The simple GAN's `loss_disc.backward(retain_graph=True)` through the generator's
     undetached output, then `loss_gen.backward()` through the same graph: DDP averaged
