@@ -146,7 +146,10 @@ def _family(ctx: Context, cls: cst.ClassDef) -> list[cst.ClassDef]:
 def _layers_set(ctx: Context, init: cst.FunctionDef) -> list[tuple[str, cst.CSTNode]]:
     """`self.x = nn.Layer(...)` (a torch.nn class, or a class of the project) in `init`."""
     found: list[tuple[str, cst.CSTNode]] = []
-    for line in init.body.body:
+    lines = list(init.body.body)
+    for branch in [s for s in lines if isinstance(s, cst.If)]:  # `if num_classes is not
+        lines += list(branch.body.body)  # None: self.label_emb = ...`, one level down
+    for line in lines:
         small = line.body[0] if isinstance(line, cst.SimpleStatementLine) and len(
             line.body) == 1 else None
         if not isinstance(small, cst.Assign) or len(small.targets) != 1 or not isinstance(

@@ -270,3 +270,46 @@ def test_draws_from_a_module_reached_through_a_star_import_are_each_rank_s_own(
     drawn = [(tmp_path / f"draws_{rank}.txt").read_text().split() for rank in (0, 1)]
     assert len(drawn[0]) == len(drawn[1]) == 16, drawn
     assert drawn[0] != drawn[1], drawn
+
+
+# Every draw of `torch.randint` whose values reach the script, logged by rank.
+TORCH_RANDINT_LOG = '''\
+import os
+
+import torch
+
+_draw = torch.randint
+
+
+def _logged(*args, **kwargs):
+    drawn = _draw(*args, **kwargs)
+    if drawn.dim() == 1:  # a step's timesteps (the reseed's own 0-dim draw aside)
+        path = os.path.join(os.environ["DRAWS_DIR"], f"draws_{os.environ.get('RANK', '0')}.txt")
+        with open(path, "a") as log:
+            log.write(f"{drawn.tolist()}\\n")
+    return drawn
+
+
+torch.randint = _logged
+'''
+
+
+def test_noise_drawn_in_a_method_of_a_project_object_is_each_rank_s_own(tmp_path: Path) -> None:
+    """A diffusion model's `t = diffusion.sample_timesteps(n)` (torch.randint inside a
+    method of a plain class of the script), fed to the training forward: torch's generator
+    starts alike on every rank, so every rank drew the same timesteps for its own images
+    (seen in the eighth round's ddpm_conditional). Converted, it is reseeded by rank."""
+    script = tmp_path / "diffusion.py"
+    script.write_text((FIXTURES / "data/noise_in_a_method.py").read_text())
+    shim = tmp_path / "shim"
+    shim.mkdir()
+    (shim / "sitecustomize.py").write_text(TORCH_RANDINT_LOG)
+    converted = distrun("convert", "diffusion.py", cwd=tmp_path)
+    assert converted.returncode == 0, converted.stdout + converted.stderr
+    assert "data.random_draws: each step draws values for the model " \
+        "(`diffusion.sample_timesteps(...)`" in converted.stdout, converted.stdout
+    run_two(tmp_path / "diffusion_ddp.py", tmp_path,
+            env={"PYTHONPATH": str(shim), "DRAWS_DIR": str(tmp_path)})
+    drawn = [(tmp_path / f"draws_{rank}.txt").read_text().splitlines() for rank in (0, 1)]
+    assert len(drawn[0]) == len(drawn[1]) == 2, drawn  # 2 epochs of one step each
+    assert all(a != b for a, b in zip(drawn[0], drawn[1], strict=True)), drawn

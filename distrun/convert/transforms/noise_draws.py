@@ -14,8 +14,12 @@ drawn at random):
         noise = torch.randn(bs, z)      for real, _ in loader:
         fake = gen(noise)                   ...
 
+The same for a function or a method of a plain class of the project that draws them
+(a diffusion model's `t = diffusion.sample_timesteps(n)`, `x_t, noise =
+diffusion.noise_images(x, t)`) called in the loop, its result fed to the forward.
+
 Not exact by nature (random draws differ), the same training in law. Won't: noise drawn in
-a class's method (a layer's own noise: the reparameterisation of a VAE), draws that feed
+a Module's method (a layer's own noise: the reparameterisation of a VAE), draws that feed
 no training forward pass, generator objects.
 """
 
@@ -40,7 +44,15 @@ def reseed_noise(ctx: Context) -> None:
         name = facts.call_name(call) or ""
         family = next((f for f, names in VALUES.items() if name in names), None)
         loop = next(iter(facts.enclosing_loops(call)), None)
-        if family is None or loop is None or facts.enclosing_class(call) is not None:
+        if loop is None:
+            continue
+        if family is None and facts.enclosing_class(call) is None:
+            drawn = _drawn_by_callee(ctx, call)  # `t = diffusion.sample_timesteps(n)`
+            if drawn is not None and _feeds_forward(facts, call, forwards) and trains(
+                    facts, loop, flow=ctx.flow):
+                found.setdefault(id(loop), (loop, []))[1].append((drawn[0], call))
+            continue
+        if family is None or facts.enclosing_class(call) is not None:
             continue
         if _feeds_forward(facts, call, forwards) and trains(facts, loop, flow=ctx.flow):
             found.setdefault(id(loop), (loop, []))[1].append((family, call))
@@ -58,6 +70,36 @@ def reseed_noise(ctx: Context) -> None:
                             "would use the same noise with its own data)")
 
 
+# What a method of the project may draw a step's values with (a diffusion model's
+# timesteps and noise), by generator family.
+_METHOD_DRAWS = {
+    "torch": (*VALUES["torch"], "torch.randint", "torch.randint_like", "torch.randperm",
+              "torch.bernoulli", "torch.multinomial"),
+    "numpy": (*VALUES["numpy"], "numpy.random.randint", "numpy.random.choice"),
+    "random": (*VALUES["random"], "random.randint", "random.choice", "random.sample"),
+}
+
+
+def _drawn_by_callee(ctx: Context, call: cst.Call) -> tuple[str, cst.Call] | None:
+    """(family, draw) when `call` runs a function or method of the project (not of a
+    Module or Dataset: those run per sample or as the model) that draws from a
+    module-level generator in its own body."""
+    found = ctx.flow.callee(call)
+    if found is None:
+        return None
+    func = found[0]
+    cls = ctx.facts.enclosing_class(func)
+    if cls is not None and any((ctx.facts.qualname(b.value) or "").endswith(
+            ("Module", "Dataset")) for b in cls.bases):
+        return None
+    for inner in ctx.facts.calls_in(func):
+        name = ctx.facts.call_name(inner) or ""
+        family = next((f for f, names in _METHOD_DRAWS.items() if name in names), None)
+        if family is not None and ctx.facts.function(inner) is func:
+            return family, inner
+    return None
+
+
 def _feeds_forward(facts: Facts, draw: cst.Call, forwards: list[cst.Call]) -> bool:
     """Is the draw an argument of a training forward pass, or assigned to a name such a
     pass in the same function reads?"""
@@ -67,12 +109,14 @@ def _feeds_forward(facts: Facts, draw: cst.Call, forwards: list[cst.Call]) -> bo
     if not isinstance(stmt, cst.SimpleStatementLine) or not isinstance(stmt.body[0], cst.Assign):
         return False
     targets = stmt.body[0].targets
-    if len(targets) != 1 or not isinstance(targets[0].target, cst.Name):
+    if len(targets) != 1:
         return False
-    name = targets[0].target.value
+    names = {n.value for n in _names(targets[0].target)}  # `x_t, noise = f(...)` too
+    if not isinstance(targets[0].target, (cst.Name, cst.Tuple)):
+        return False
     scope = facts.scope(draw)
     return any(facts.scope(fwd) is scope and any(
-        n.value == name for arg in fwd.args for n in _names(arg))
+        n.value in names for arg in fwd.args for n in _names(arg))
         for fwd in forwards)
 
 
