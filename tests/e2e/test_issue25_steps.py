@@ -215,6 +215,21 @@ def test_a_loader_read_through_a_progress_bar_in_a_name_moves_to_the_next_epoch(
     run_two(tmp_path / "bar_ddp.py", tmp_path)  # --check: [no-set-epoch] would fail it
 
 
+def test_a_list_of_batches_made_by_hand_is_dealt_out(tmp_path: Path) -> None:
+    """`batches = [(x[i:i + size], y[i:i + size]) for i in ...]` then `for inputs,
+    targets in batches:` (PyTorch's NLP tutorials train on such lists): every rank trained
+    on every batch (convert refused it, "no DataLoader found", exit 4). Each rank now takes
+    one of every WORLD_SIZE batches: with the batch size halved, the original's steps."""
+    script = tmp_path / "listed.py"
+    script.write_text((FIXTURES / "data/list_of_batches.py").read_text())
+    converted = distrun("convert", "listed.py", cwd=tmp_path)
+    assert converted.returncode == 0, converted.stdout + converted.stderr
+    assert "listed.py:13: data.rank_batches: batches made by `batches`" in converted.stdout
+    run_single(script, tmp_path)
+    run_two(tmp_path / "listed_ddp.py", tmp_path)
+    assert_same_checkpoint(tmp_path)
+
+
 def test_a_second_backward_through_a_kept_graph_is_averaged(tmp_path: Path) -> None:
     """The simple GAN's `loss_disc.backward(retain_graph=True)` through the generator's
     undetached output, then `loss_gen.backward()` through the same graph: DDP averaged

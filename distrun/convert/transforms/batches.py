@@ -15,7 +15,9 @@ one batch trains every rank on it, the original's step.
         it was made: a parameter, `build_iterator(...)`'s return, another module)
 
 The same for a DataLoader over an IterableDataset of the script (a stream a sampler
-cannot shard): rank 0 reads the stream, as the original does, and deals its batches.
+cannot shard): rank 0 reads the stream, as the original does, and deals its batches; and
+for a list of examples the script builds and trains on one by one (`for sentence, tags
+in training_data:`, PyTorch's NLP tutorials): each rank takes one of every WORLD_SIZE.
 
 Not a generator or class given a DataLoader, or a loader already sharded (a prefetcher
 over it): the loader is what is sharded.
@@ -96,6 +98,9 @@ def _batch_maker(ctx: Context, source: cst.BaseExpression, sharded: set[str]) ->
         if isinstance(defined, cst.ClassDef) and _makes_its_batches(ctx, defined):
             return f"`{facts.code(source.func)}(...)`"
         return None
+    listed = _example_list(ctx, source)
+    if listed is not None:
+        return listed
     place = ctx.flow.place_of(source)
     if place is None:
         return None
@@ -118,6 +123,36 @@ def _stream_loader(ctx: Context, source: cst.BaseExpression) -> cst.Call | None:
     names = origin_names(ctx.facts, code, ctx.facts.scope(source), 0)
     return next((call for call in ctx.stream_loaders
                  if names & construction_names(ctx.facts, call)), None)
+
+
+def _example_list(ctx: Context, source: cst.BaseExpression) -> str | None:
+    """`for sentence, tags in training_data:` where the script binds `training_data` (in
+    the loop's function or at the top of its module) only to list or tuple displays or a
+    list comprehension: a list of examples (or of batches) made by hand. Not a list of
+    bare names (`[(gen, opt_g), (disc, opt_d)]`: models and optimizers taken in turn)."""
+    if not isinstance(source, cst.Name):
+        return None
+    facts = ctx.facts
+    scope, module = facts.function(source), facts.module_of(source)
+    values = [a.value for a in facts.assigns if isinstance(a, cst.Assign)
+              and facts.module_of(a) is module and facts.function(a) in (scope, None)
+              and any(isinstance(t.target, cst.Name) and t.target.value == source.value
+                      for t in a.targets)]
+    if not values or not all(isinstance(v, (cst.List, cst.Tuple, cst.ListComp))
+                             for v in values):
+        return None
+    for value in values:
+        if isinstance(value, (cst.List, cst.Tuple)) and (not value.elements or any(
+                _only_names(e.value) for e in value.elements)):
+            return None
+    return f"`{source.value}`, a list of examples the script builds"
+
+
+def _only_names(expr: cst.BaseExpression) -> bool:
+    """A name, an attribute, or a tuple of them (no literal, no call)."""
+    if isinstance(expr, (cst.Tuple, cst.List)):
+        return all(_only_names(e.value) for e in expr.elements)
+    return dotted(expr) is not None
 
 
 def _generator(ctx: Context, func: cst.FunctionDef) -> bool:
