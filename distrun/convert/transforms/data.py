@@ -22,7 +22,7 @@ from __future__ import annotations
 import libcst as cst
 
 from distrun.convert.analysis import Facts, dotted, keyword, positional
-from distrun.convert.build import Rewrite, code_of, expression, keyword_arg, statement, with_commas
+from distrun.convert.build import Rewrite, code_of, expression, keyword_arg, with_commas
 from distrun.convert.context import Context, EvalLoader, Transform
 from distrun.convert.draws import drawn_for_training
 from distrun.convert.idioms import (
@@ -331,9 +331,7 @@ def _hoist_dataset(ctx: Context, call: cst.Call, ds_arg: cst.Arg) -> str | None:
     if stems and stems[0]:
         base = f"{stems[0]}_dataset"
     name = ctx.names.fresh(base)
-    value = facts.code(ds_arg.value)
-    plan.insert_before(stmt, [statement(f"{name} = {value}\n")])
-    plan.rewrite(ds_arg.value, lambda _n: cst.Name(name))
+    plan.hoist(ds_arg.value, stmt, name)  # as the other rules rewrite it (a draw in it)
     plan.change(call, "data.name_dataset",
                 f"dataset assigned to `{name}` so the sampler can see it")
     return name

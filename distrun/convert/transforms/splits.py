@@ -46,6 +46,7 @@ _DRAWS = {"torch.randperm": "torch", "numpy.random.permutation": "numpy",
           "sklearn.model_selection.train_test_split": "numpy"}
 # values drawn once from a distribution: synthetic data, a target function's coefficients
 _VALUES = {"torch.randn": "torch", "torch.rand": "torch", "torch.normal": "torch",
+           "torch.randint": "torch", "numpy.random.randint": "numpy",
            "numpy.random.randn": "numpy", "numpy.random.rand": "numpy",
            "numpy.random.normal": "numpy", "numpy.random.uniform": "numpy",
            "numpy.random.standard_normal": "numpy", "numpy.random.random": "numpy"}
