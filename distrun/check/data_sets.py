@@ -8,16 +8,29 @@ The fingerprints are probe_loaders.py's `_content`.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Protocol
 
 from distrun.check.rules import Finding
 
-if TYPE_CHECKING:
-    from distrun.check.verdict import Key, RankFacts
+Key = tuple[str, int]  # a loader: the file:line that made it, and its number there
 
 
-def contents_differ(ranks: list[RankFacts], keys: Iterable[Key]
+class _LoaderFacts(Protocol):
+    @property
+    def content(self) -> str | None: ...
+    @property
+    def dataset(self) -> int | None: ...
+
+
+class _RankFacts(Protocol):  # verdict.py's RankFacts, as read here
+    @property
+    def rank(self) -> int: ...
+    @property
+    def loaders(self) -> Mapping[Key, _LoaderFacts]: ...
+
+
+def contents_differ(ranks: Sequence[_RankFacts], keys: Iterable[Key]
                     ) -> list[tuple[object, Finding]]:
     """A finding for each loader (by key) whose data set holds other values on some rank
     than on the first, with the same length."""
