@@ -77,8 +77,8 @@ _RULES: tuple[tuple[str, str], ...] = (
      "rebuilt sharded before it is used."),
     ("data.sampler_with_replacement", "A sampler drawing with replacement: each rank "
      "draws its own share from a generator seeded with its rank."),
-    ("data.same_split", "A random split of the data made without a seed gets a fixed one, "
-     "the same on every rank."),
+    ("data.same_split", "A random choice of data made once without a seed (a split, a "
+     "shuffle, k-fold folds) is rank 0's on every rank."),
     ("data.share_sampler", "A training loader's own sampler (SubsetRandomSampler...): "
      "every rank draws its order alike and takes its share."),
     ("data.share_batch_sampler", "A training loader's own batch_sampler: every rank takes "

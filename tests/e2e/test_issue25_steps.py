@@ -182,22 +182,23 @@ def test_a_stream_of_samples_is_dealt_out_by_rank_0(tmp_path: Path) -> None:
     assert_same_checkpoint(tmp_path)
 
 
-def test_a_table_shuffled_and_split_without_a_seed_is_rank_0s_on_every_rank(
+def test_a_table_shuffled_split_and_folded_without_a_seed_is_rank_0s_on_every_rank(
         tmp_path: Path) -> None:
-    """pandas' `df.sample(frac=1)` and scikit-learn's `train_test_split` draw with numpy's
-    generator: unseeded, each rank shuffles and splits its own way (the projects' shim
-    seeds rank 1 otherwise, as separate processes are), so the sampler shards tables that
-    differ. Converted, every rank takes rank 0's draws: the original's training."""
+    """pandas' `df.sample(frac=1)`, scikit-learn's `train_test_split` and a `KFold(...,
+    shuffle=True)`'s folds draw with numpy's generator: unseeded, each rank shuffles,
+    splits and folds its own way (the projects' shim seeds rank 1 otherwise, as separate
+    processes are), so the sampler shards tables that differ. Converted, every rank takes
+    rank 0's draws: the original's training, fold by fold."""
     script = tmp_path / "table.py"
-    script.write_text((FIXTURES / "data/frame_splits.py").read_text())
+    script.write_text((FIXTURES / "data/kfold_splits.py").read_text())
     converted = distrun("convert", "table.py", cwd=tmp_path)
     assert converted.returncode == 0, converted.stdout + converted.stderr
-    assert converted.stdout.count("data.same_split") == 2, converted.stdout
+    assert converted.stdout.count("data.same_split") == 3, converted.stdout
     env = {"PYTHONPATH": str(ROOT / "tests/projects/shim"), "DISTRUN_SHIM_SEED_BY_RANK": "1"}
     single = run_single(script, tmp_path, env=env)
     multi = run_two(tmp_path / "table_ddp.py", tmp_path, env=env)
     assert_same_checkpoint(tmp_path)
-    assert multi.stdout.strip() == single.stdout.strip() != ""  # the same validation set
+    assert multi.stdout.strip() == single.stdout.strip() != ""  # the same validation sets
 
 
 def test_a_loader_read_through_a_progress_bar_in_a_name_moves_to_the_next_epoch(

@@ -11,6 +11,10 @@ draws it (the random state moves on as it did), then every rank takes rank 0's:
     idx = np.random.permutation(n)     ->  idx = rank0_value(np.random.permutation(n))
     a, b = train_test_split(X, y)      ->  a, b = rank0_value(train_test_split(X, y))
     df = df.sample(frac=1)             ->  df = rank0_value(df.sample(frac=1))
+    for tr, va in kf.split(X):         ->  for tr, va in rank0_value(list(kf.split(X))):
+        (kf = KFold(5, shuffle=True): scikit-learn's splitters draw from numpy's
+        global generator when not given random_state=; the folds are drawn when the
+        loop starts, as the original draws them)
     np.random.shuffle(idx)             ->  np.random.shuffle(idx)
                                            idx[:] = rank0_value(idx)
     W = torch.randn(4, 1) * 5          ->  W = rank0_value(torch.randn(4, 1)) * 5
@@ -50,6 +54,12 @@ _VALUES = {"torch.randn": "torch", "torch.rand": "torch", "torch.normal": "torch
            "numpy.random.randn": "numpy", "numpy.random.rand": "numpy",
            "numpy.random.normal": "numpy", "numpy.random.uniform": "numpy",
            "numpy.random.standard_normal": "numpy", "numpy.random.random": "numpy"}
+# scikit-learn's splitters: `.split()` draws from numpy's global generator when the
+# splitter has no random_state= (the KFold family only with shuffle=True)
+_SPLITTERS = {f"sklearn.model_selection.{name}": shuffles for name, shuffles in (
+    ("KFold", True), ("StratifiedKFold", True), ("GroupKFold", True),
+    ("RepeatedKFold", False), ("RepeatedStratifiedKFold", False), ("ShuffleSplit", False),
+    ("StratifiedShuffleSplit", False), ("GroupShuffleSplit", False))}
 _SHUFFLES = {"numpy.random.shuffle": "numpy", "random.shuffle": "random"}
 _SEEDS = {
     "torch": {"torch.manual_seed", "torch.random.manual_seed"},
@@ -69,9 +79,10 @@ def same_splits(ctx: Context) -> None:
               if any(facts.call_name(c) in seeds | _SEED_ALL for c in facts.calls)}
     for call in facts.calls:
         name = facts.call_name(call) or ""
+        splitter = _unseeded_splitter(ctx, call)
         library = "torch" if name in _SPLITS else \
             _DRAWS.get(name) or _SHUFFLES.get(name) or _VALUES.get(name) or (
-                "numpy" if _frame_sample(call) else None)
+                "numpy" if _frame_sample(call) or splitter else None)
         if library is None or library in seeded or keyword(call, "generator") is not None \
                 or keyword(call, "random_state") is not None:
             continue
@@ -79,6 +90,8 @@ def same_splits(ctx: Context) -> None:
             continue
         if name in _SHUFFLES:
             _shuffled(ctx, call)
+        elif splitter:
+            _folds(ctx, call)
         else:
             _drawn(ctx, call, "rank0_split" if name in _SPLITS else "rank0_value")
 
@@ -88,6 +101,43 @@ def _frame_sample(call: cst.Call) -> bool:
     numpy's generator when not given random_state=)."""
     return isinstance(call.func, cst.Attribute) and call.func.attr.value == "sample" and (
         keyword(call, "frac") is not None or keyword(call, "n") is not None)
+
+
+def _unseeded_splitter(ctx: Context, call: cst.Call) -> bool:
+    """`kf.split(X, y)` where `kf = KFold(5, shuffle=True)` (or the call itself) has no
+    random_state=: folds drawn from numpy's global generator."""
+    if not isinstance(call.func, cst.Attribute) or call.func.attr.value != "split":
+        return False
+    obj = call.func.value
+    values: list[cst.BaseExpression] = [obj]
+    if isinstance(obj, (cst.Name, cst.Attribute)):
+        place = ctx.flow.place_of(obj)
+        values = [a.value for t in (ctx.flow.bindings(place) if place else ())
+                  for a in [ctx.facts.parent.get(ctx.facts.parent.get(t, t))]
+                  if isinstance(a, cst.Assign)]
+    made = [v for v in values if isinstance(v, cst.Call)
+            and ctx.facts.call_name(v) in _SPLITTERS]
+    if not made or len(made) != len(values):
+        return False
+    for value in made:
+        shuffle = keyword(value, "shuffle")
+        state = keyword(value, "random_state")
+        if state is not None and dotted(state.value) != "None" or (
+                _SPLITTERS[ctx.facts.call_name(value) or ""]
+                and (shuffle is None or dotted(shuffle.value) in ("False", "None"))):
+            return False
+    return True
+
+
+def _folds(ctx: Context, call: cst.Call) -> None:
+    """`rank0_value(list(kf.split(X)))`: every rank takes rank 0's folds."""
+    name = ctx.names.rank0_value
+    _define(ctx, call, "rank0_value", name)
+    ctx.plan.rewrite(call, lambda node: expression(f"{name}(list({code_of(node)}))"))
+    ctx.plan.change(call, "data.same_split", f"`{ctx.facts.code(call)}` draws its folds "
+                    "from numpy's global generator (a splitter without random_state=): "
+                    "each rank would train and validate on other folds; "
+                    f"`{name}(list(...))`: every rank takes rank 0's folds")
 
 
 def _drawn(ctx: Context, call: cst.Call, helper: str) -> None:
@@ -144,8 +194,9 @@ def _made_once(ctx: Context, node: cst.CSTNode, depth: int = 4) -> bool:
     """Does `node` run once per run: outside loops, at the top level or in a plain
     function called from one place that itself runs once (a few calls deep)?"""
     facts = ctx.facts
-    if next(iter(facts.enclosing_loops(node)), None) is not None:
-        return False
+    if any(not (isinstance(loop, cst.For) and facts.inside(node, loop.iter))
+           for loop in facts.enclosing_loops(node)):
+        return False  # the iterable of a `for` is made once, before its loop
     func = facts.function(node)
     if func is None:
         return True
