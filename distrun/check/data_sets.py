@@ -9,25 +9,33 @@ The fingerprints are probe_loaders.py's `_content`.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Protocol
+from dataclasses import dataclass
+from typing import Any, Protocol
 
 from distrun.check.rules import Finding
 
 Key = tuple[str, int]  # a loader: the file:line that made it, and its number there
 
 
-class _LoaderFacts(Protocol):
-    @property
-    def content(self) -> str | None: ...
-    @property
-    def dataset(self) -> int | None: ...
+@dataclass
+class LoaderFacts:
+    """A loader's first batch on one rank (probe.py's `loader` fact)."""
+
+    first: str
+    batch: int | None
+    length: int | None  # batches per epoch
+    dataset: int | None
+    sampler: str
+    replacement: bool
+    split: dict[str, Any] | None = None  # probe_loaders.py's _split: the Subset/sampler indices
+    content: str | None = None  # probe_loaders.py's _content, under a DistributedSampler
 
 
 class _RankFacts(Protocol):  # verdict.py's RankFacts, as read here
     @property
     def rank(self) -> int: ...
     @property
-    def loaders(self) -> Mapping[Key, _LoaderFacts]: ...
+    def loaders(self) -> Mapping[Key, LoaderFacts]: ...
 
 
 def contents_differ(ranks: Sequence[_RankFacts], keys: Iterable[Key]

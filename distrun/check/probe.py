@@ -10,7 +10,8 @@ Facts (`kind`):
   start   rank, local rank, world size
   group   init_process_group was called (by the script, accelerate, ...)
   params  after optimizer steps 1, 2, 4, 8... (and --check-steps): a fingerprint of every
-          parameter the optimizer updates, by name; whether a process group exists
+          parameter the optimizer updates, by name; whether a process group exists.
+          Without an optimizer, a step is what happens between two backward passes
   loader  a DataLoader's first batch: where it was made (file:line), its length, its data
           set's length, its sampler, the batch's size and fingerprint
   train   an optimizer step happened while that loader was being iterated
@@ -31,7 +32,8 @@ The parts: probe_state.py (the facts file, what was seen, the user's code's line
 probe_params.py (`params`: parameter names and fingerprints), probe_loaders.py (`loader`,
 `train`, `epoch`), probe_collectives.py (the last collective, for hang reports) and
 probe_writes.py (`write`, `sharded-save`). This module installs them and keeps the
-optimizer step hook, the process group and the end.
+optimizer step hook, the process group and the end; probe_hand.py counts the steps of
+parameters updated by hand.
 """
 
 from __future__ import annotations
@@ -47,6 +49,7 @@ import torch
 
 from distrun.check import probe_state
 from distrun.check.probe_collectives import watch_collectives
+from distrun.check.probe_hand import hand_step, last_hand_step
 from distrun.check.probe_loaders import mark_training, patch_loaders
 from distrun.check.probe_params import record_params, watch_owners
 from distrun.check.probe_state import Optimizer, State
@@ -80,7 +83,7 @@ def _patch() -> None:
     from torch.utils.data.dataloader import _BaseDataLoaderIter
 
     watch_owners()
-    _watch_first_backward()
+    _watch_backward()
     handle = register_optimizer_step_post_hook(_after_step)
     if probe_state.state is not None:
         probe_state.state.undo.append(handle.remove)
@@ -104,14 +107,19 @@ def _after_step(optimizer: torch.optim.Optimizer, _args: object, _kwargs: object
     entry = state.optimizers.get(id(optimizer))
     if entry is None:
         entry = state.optimizers[id(optimizer)] = Optimizer(len(state.optimizers))
-    if state.closing:
-        return
+    if not state.closing:
+        stepped(state, entry, lambda: record_params(state, optimizer, entry))
+
+
+def stepped(state: State, entry: Optimizer, record: Callable[[], None]) -> None:
+    """One more step of `entry` (an optimizer's, or the parameters updated by hand:
+    probe_hand.py): its parameters recorded after steps 1, 2, 4, 8... and the last."""
     entry.steps += 1
     mark_training(state)
     last = state.end_after is not None and entry.index == 0 and entry.steps >= state.end_after
     closing = state.window is not None and entry.index == 0 and entry.steps >= state.window
     if entry.steps & (entry.steps - 1) == 0 or last or closing:  # 1, 2, 4, 8... and the last
-        record_params(state, optimizer, entry)
+        record()
     if last:
         _end(state, "check-steps")
         if os.environ.get("DISTRUN_CHECK_END") == "raise":  # a Ray worker: it lives on
@@ -122,19 +130,30 @@ def _after_step(optimizer: torch.optim.Optimizer, _args: object, _kwargs: object
         state.fact("window", steps=entry.steps)
 
 
-def _watch_first_backward() -> None:
-    """A `backward` fact at the first backward pass (then torch's own function is put
-    back): a script that updates its parameters by hand (`p.data.add_(p.grad, ...)`)
-    trains without an optimizer step, and is no `[no-training]`."""
+def _watch_backward() -> None:
+    """A `backward` fact at the first backward pass. A script that updates its
+    parameters by hand (`p.data.add_(p.grad, ...)`, no optimizer) trains without an
+    optimizer step, and is no `[no-training]`: its steps are counted between backward
+    passes (probe_hand.py); otherwise torch's own function is put back at the second."""
     import torch.autograd
 
     original = torch.autograd.backward
+    calls = [0]
 
-    def backward(*args: Any, **kwargs: Any) -> Any:
+    def restore() -> None:
         if torch.autograd.backward is backward:
             torch.autograd.backward = original
-        if probe_state.state is not None:
-            probe_state.state.fact("backward")
+
+    def backward(*args: Any, **kwargs: Any) -> Any:
+        state = probe_state.state
+        calls[0] += 1
+        if state is None or os.getpid() != state.pid:
+            pass
+        elif calls[0] == 1:
+            state.fact("backward")
+            state.undo.append(restore)
+        elif not hand_step(state, args[0] if args else kwargs.get("tensors"), stepped):
+            restore()
         return original(*args, **kwargs)
 
     torch.autograd.backward = backward
@@ -175,6 +194,7 @@ def finish() -> None:
 def _at_exit() -> None:
     state = probe_state.state
     if state is not None and os.getpid() == state.pid and not state.ended:
+        last_hand_step(state)
         _end(state, "exit")
         # Free what only the garbage collector frees (a DDP model in a reference cycle,
         # its reducer holding gloo work) while the interpreter is whole: freed during its

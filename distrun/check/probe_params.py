@@ -29,7 +29,13 @@ def record_params(state: State, optimizer: torch.optim.Optimizer, entry: Optimiz
         # (named again when the script gives the optimizer another group: add_param_group)
         entry.params = _zero_model_params(optimizer)
         entry.names = _names(entry.params or params)
-    params = entry.params or params
+    record_named(state, entry, entry.params or params)
+
+
+def record_named(state: State, entry: Optimizer, params: list[torch.Tensor]) -> None:
+    """The `params` fact of `params`, named once (`entry.names`)."""
+    if entry.names is None:
+        entry.names = _names(params)
     named = list(zip(entry.names, params, strict=True))
     sample = SAMPLE if state.window is not None else None
     values = {name: fingerprint(p, sample) for name, p in named if not _sharded(p)}

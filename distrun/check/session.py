@@ -215,6 +215,11 @@ class Session:
     def optimizer_steps(self) -> int:
         return self.checker.steps if self.checker is not None else 0
 
+    @property
+    def hand_steps(self) -> bool:
+        """The steps counted are those of parameters updated by hand (no optimizer)."""
+        return self.checker is not None and self.checker.hand
+
 
 def _dump_folder(log_dir: str | None) -> Path:
     """Where the Flight Recorder's dumps go: `flight-recorder/` in the job's log folder,

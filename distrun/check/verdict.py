@@ -15,25 +15,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from distrun.check.data_sets import contents_differ
+from distrun.check.data_sets import Key, LoaderFacts, contents_differ
 from distrun.check.rules import Finding
 
-Key = tuple[str, int]  # a loader: the file:line that made it, and its number there
 MAX_WRITES = 5  # shared files named one by one; more are counted
-
-
-@dataclass
-class LoaderFacts:
-    """A loader's first batch on one rank (probe.py's `loader` fact)."""
-
-    first: str
-    batch: int | None
-    length: int | None  # batches per epoch
-    dataset: int | None
-    sampler: str
-    replacement: bool
-    split: dict[str, Any] | None = None  # probe_loaders.py's _split: the Subset/sampler indices
-    content: str | None = None  # probe_loaders.py's _content, under a DistributedSampler
 
 
 @dataclass
@@ -47,6 +32,7 @@ class RankFacts:
     epochs: dict[Key, list[tuple[int | None, bool]]] = field(default_factory=dict)
     writes: dict[str, str] = field(default_factory=dict)  # path -> file:line
     backward: bool = False  # a backward pass ran (training without an optimizer too)
+    hand: bool = False  # parameters updated by hand: steps between backward passes
     steps: int = 0  # of the first optimizer, when the rank ended
     all_steps: int = 0  # of every optimizer, when the rank ended
     window: int | None = None  # the default check's window ended after this many steps
@@ -77,7 +63,7 @@ class RankFacts:
         elif kind == "write":
             self.writes.setdefault(str(fact["path"]), str(fact["site"]))
         elif kind == "backward":
-            self.backward = True
+            self.backward, self.hand = True, self.hand or bool(fact.get("hand"))
         elif kind == "sharded-save":
             self.saves.append((str(fact.get("site")), str(fact.get("what")),
                                str(fact.get("name", ""))))
@@ -152,6 +138,11 @@ class Checker:
                       if opt == 0)])
 
     @property
+    def hand(self) -> bool:
+        """Steps of parameters updated by hand (no optimizer), counted on some rank."""
+        return any(facts.hand for facts in self.ranks.values())
+
+    @property
     def sharded(self) -> int:
         """Parameters no rank could compare: ZeRO-3 held them as shards at every step."""
         return max([0, *(facts.sharded for facts in self.ranks.values())])
@@ -199,10 +190,12 @@ class Checker:
             name = differ[0]
             odd = [r.rank for r, t in zip(ranks, tables, strict=True)
                    if t.get(name) != tables[0].get(name)]
-            which = "" if optimizer == 0 else f" of optimizer {optimizer + 1}"
+            which = f"optimizer step {step} of optimizer {optimizer + 1}" if optimizer else (
+                f"step {step} (parameters updated by hand)" if ranks[0].hand
+                else f"optimizer step {step}")
             return [("params", Finding(
                 "params-diverged",
-                f"after optimizer step {step}{which}, `{name}` differs between rank "
+                f"after {which}, `{name}` differs between rank "
                 f"{ranks[0].rank} and rank{'s' if len(odd) > 1 else ''} "
                 f"{', '.join(map(str, odd))} ({len(differ)} of {len(tables[0])} parameters "
                 "differ)"))]

@@ -177,8 +177,11 @@ def check_report(session: Session, found_at_end: list[rules.Finding], job_ok: bo
     if not session.instrumented:
         return "\n".join(finding(f, warning=True) for f in found_at_end)
     window = session.window
-    steps = (f"the first {counted(window, 'optimizer step')}" if window is not None else
-             counted(session.optimizer_steps, 'optimizer step'))
+    step = "step" if session.hand_steps else "optimizer step"
+    steps = (f"the first {counted(window, step)}" if window is not None else
+             counted(session.optimizer_steps, step))
+    if session.hand_steps:
+        steps += " (parameters updated by hand)"
     done = f"{steps} on {counted(session.local, 'rank')}"
     if session.ranks_checked < session.local:
         done += (f" (only {session.ranks_checked} checked: the others' probe did not start, "

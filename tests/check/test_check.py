@@ -25,6 +25,7 @@ DEFECTS = {  # script -> the rules its defect is named by
     "no_sampler.py": ("unsharded-data",),
     "no_set_epoch.py": ("no-set-epoch",),
     "unwrapped_forward.py": ("params-diverged",),
+    "hand_update.py": ("params-diverged",),  # no optimizer: steps between backward passes
     "save_every_rank.py": ("shared-write",),
     "print_every_rank.py": ("duplicate-output",),
     "accelerate_no_prepare.py": ("unsharded-data",),
@@ -115,6 +116,17 @@ def test_look_alikes_stay_clean(tmp_path: Path, name: str, env: dict[str, str]) 
     code, stderr, record = launch(tmp_path, name, env=env)
     assert (code, rules_of(record)) == (0, []), stderr[-3000:]
     assert "no problem found" in stderr
+
+
+def test_parameters_updated_by_hand_are_compared_step_by_step(tmp_path: Path) -> None:
+    """No optimizer (`p.data.add_(p.grad, alpha=-lr)` after backward): the steps are
+    counted between backward passes and the weights compared after them (the defect's
+    [params-diverged] in test_check_names_the_defect_and_nothing_else); synchronised by
+    DDP, the job is clean and its steps are said (it was "0 optimizer steps")."""
+    code, stderr, record = launch(tmp_path, "hand_update.py", "--check", env={"SYNCED": "1"})
+    assert (code, rules_of(record)) == (0, []), stderr[-3000:]
+    assert "distrun: check: 6 steps (parameters updated by hand) on 2 ranks, no problem " \
+           "found" in stderr, stderr[-3000:]
 
 
 def test_the_default_window_ends_after_8_steps_and_takes_its_hooks_out(
