@@ -17,4 +17,5 @@ torch.manual_seed(14)
 teacher = model_dict["resnet14"](num_classes=100)
 folder = os.path.join("save", "models", "resnet14_vanilla")
 os.makedirs(folder, exist_ok=True)
-torch.save({"epoch": 240, "model": teacher.state_dict()}, os.path.join(folder, "ckpt_epoch_240.pth"))
+torch.save({"epoch": 240, "model": teacher.state_dict()},
+           os.path.join(folder, "ckpt_epoch_240.pth"))
