@@ -103,10 +103,10 @@ _RULES: tuple[tuple[str, str], ...] = (
     ("data.random_draws_unseeded", "Draws from a module the loop's file does not bind: warned."),
     ("data.random_draws", "Each step draws its samples at random (no DataLoader): the "
      "generator is reseeded by rank before the loop, so each rank draws its own."),
-    ("data.measured_on_shard", "A function that measures on the training loader now sees "
-     "one rank's share."),
-    ("data.progress", "Progress counted against the whole dataset ends near "
-     "1/WORLD_SIZE of it."),
+    ("data.measured_on_shard", "A function measuring on the training loader sees a share."),
+    ("data.progress", "Progress counted against the whole dataset ends near 1/WORLD_SIZE."),
+    ("data.whole_count", "A count of all the batches dealt out by rank (`len(it)`, "
+     "`it.n_batches`) runs WORLD_SIZE times ahead of a rank's steps."),
     # -- model --------------------------------------------------------------------
     ("model.find_unused", "A layer the model builds and never uses, or whose output no "
      "kept value depends on: DDP is made with find_unused_parameters=True."),

@@ -231,6 +231,25 @@ def test_a_list_of_batches_made_by_hand_is_dealt_out(tmp_path: Path) -> None:
     assert_same_checkpoint(tmp_path)
 
 
+def test_a_batch_class_named_like_a_loader_is_dealt_out_and_its_count_said(
+        tmp_path: Path) -> None:
+    """A project's own loader class (`train_loader = SequenceLoader(...)`, batches made
+    by hand, an optimizer step every 2 batches: sgrvinod's transformer tutorial) was both
+    rebuilt as an unseen DataLoader (`shard_loader`, a TypeError on every rank at the
+    start) and dealt out by `rank_batches`. Now only dealt out: the original's steps; and
+    the step count made from its `n_batches` (all the batches) is reported."""
+    script = tmp_path / "accum.py"
+    script.write_text((FIXTURES / "data/batch_class_named_loader.py").read_text())
+    converted = distrun("convert", "accum.py", cwd=tmp_path)
+    assert converted.returncode == 0, converted.stdout + converted.stderr
+    assert "accum.py:29: warning: `train_loader.n_batches` counts all the batches" in (
+        converted.stdout), converted.stdout
+    assert "shard_loader" not in (tmp_path / "accum_ddp.py").read_text()
+    run_single(script, tmp_path)
+    run_two(tmp_path / "accum_ddp.py", tmp_path)
+    assert_same_checkpoint(tmp_path)
+
+
 def test_a_second_backward_through_a_kept_graph_is_averaged(tmp_path: Path) -> None:
     """The simple GAN's `loss_disc.backward(retain_graph=True)` through the generator's
     undetached output, then `loss_gen.backward()` through the same graph: DDP averaged

@@ -33,6 +33,8 @@ window starts (word_language_model's `get_batch`): reported (`data.no_loader`).
 
 from __future__ import annotations
 
+import re
+
 import libcst as cst
 
 from distrun.convert.analysis import Facts, dotted
@@ -65,8 +67,43 @@ def share_hand_made(ctx: Context, sharded_names: set[str]) -> bool:
                         "WORLD_SIZE batches: divide the batch size by WORLD_SIZE to train as "
                         "before)")
         ctx.plan.shards_batches(loop)
+        _whole_counts(ctx, source, loop)
         done = True
     return done
+
+
+_COUNT = re.compile(r"^(n|num|len|size|count|total)(_|$)|(^|_)(len|length|size|count|"
+                    r"batches|steps|total)$", re.IGNORECASE)
+
+
+def _whole_counts(ctx: Context, source: cst.BaseExpression, loop: cst.For) -> None:
+    """`steps = epoch * train_loader.n_batches // k`, `len(train_iter)` outside the loop
+    whose batches `rank_batches` deals out: a count of the whole, while each rank now
+    trains on 1/WORLD_SIZE of the batches. Said where it is read (not rewritten: what the
+    script counts with it is its own)."""
+    facts = ctx.facts
+    code = dotted(source)
+    if code is None:
+        return
+    names = origin_names(facts, code, facts.scope(loop), 0)
+    lengths = [c for c in facts.calls if facts.call_name(c) == "len" and c.args]
+    nodes: list[cst.Attribute | cst.Call] = [*facts.attributes, *lengths]
+    for node in nodes:
+        if isinstance(node, cst.Attribute) and (not _COUNT.search(node.attr.value) or (
+                isinstance(parent := facts.parent.get(node), cst.Call)
+                and parent.func is node)):
+            continue  # not a count (a method called: `loader.create_batches()`)
+        counted = dotted(node.value if isinstance(node, cst.Attribute) else node.args[0].value)
+        if counted is None or facts.inside(node, loop.body) or not origin_names(
+                facts, counted, facts.scope(node), 0) & names:
+            continue
+        shown = facts.code(node)
+        ctx.plan.finding(node, "data.whole_count", f"`{shown}` counts all the batches of "
+                         f"`{code}`, but each rank now trains on 1/WORLD_SIZE of them "
+                         "(`rank_batches`): a step counter, schedule or epoch count made "
+                         "from it runs WORLD_SIZE times ahead of this rank's steps",
+                         f"where it counts this rank's batches, divide `{shown}` by "
+                         "`dist.get_world_size()`")
 
 
 def _steps_each_batch(ctx: Context, loop: cst.For) -> bool:
@@ -158,6 +195,23 @@ def _only_names(expr: cst.BaseExpression) -> bool:
 def _generator(ctx: Context, func: cst.FunctionDef) -> bool:
     return any(isinstance(node, cst.Yield) and ctx.facts.function(node) is func
                for node in _walk(func))
+
+
+def made_by_hand(ctx: Context, call: cst.Call) -> bool:
+    """Does `call` make a batch iterator of the project that is no DataLoader (a
+    generator function, or a class with `__iter__` deriving from no DataLoader)?
+    `rank_batches` deals out its batches: a DataLoader cannot be rebuilt from it."""
+    defined = ctx.facts.local_definition(call)
+    if isinstance(defined, cst.FunctionDef):
+        return _generator(ctx, defined)
+    if not isinstance(defined, cst.ClassDef) or not _makes_its_batches(ctx, defined):
+        return False
+    cls: cst.ClassDef | None = defined
+    while cls is not None:
+        if any("DataLoader" in (ctx.facts.qualname(b.value) or "") for b in cls.bases):
+            return False
+        cls = ctx.flow.base_class(cls)
+    return True
 
 
 def _makes_its_batches(ctx: Context, cls: cst.ClassDef) -> bool:

@@ -14,7 +14,9 @@ epoch loop is out of sight (in a Trainer of another module, say), so no `set_epo
 be placed: its sampler (`AutoEpochSampler`) moves to the next epoch after each pass, so
 each pass has a new order, as `set_epoch(epoch)` would give. A loader it cannot rebuild
 (not a DataLoader, an IterableDataset, a sampler of its own) stops the script at once
-with the reason, rather than training every rank on all of it.
+with the reason, rather than training every rank on all of it. A batch iterator of the
+project (a class with `__iter__` that is no DataLoader, a generator function) is left to
+batches.py, which deals its batches out by rank.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from distrun.convert.context import Context
 from distrun.convert.idioms import TrainLoop, origin_names
 from distrun.convert.names import Names
 from distrun.convert.object_flow import Place
+from distrun.convert.transforms.batches import made_by_hand
 
 _LOADER = re.compile(r"loader|(^|_)dl$", re.IGNORECASE)
 
@@ -57,7 +60,8 @@ def rebuild_unseen_loaders(ctx: Context, loops: list[TrainLoop], seen: set[str])
                         or name is None or not _LOADER.search(name.rsplit(".", 1)[-1])
                         or name.rsplit(".", 1)[-1] not in names
                         or stmt is None or id(stmt) in done
-                        or _derived(ctx, assign.value, members)):
+                        or _derived(ctx, assign.value, members)
+                        or made_by_hand(ctx, assign.value)):  # batches.py deals them out
                     continue
                 done.add(id(stmt))
                 _rebuild(ctx, stmt, name, tl.loop)
