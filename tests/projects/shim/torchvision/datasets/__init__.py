@@ -24,7 +24,9 @@ def _generator(*parts: object) -> torch.Generator:
 class _SyntheticImages(Dataset):
     """n images of shape (H, W) or (H, W, C), uint8, with integer labels."""
 
-    shape: tuple[int, ...] = (28, 28)
+    # not `shape`: torchvision's datasets have none, and sklearn's KFold.split(dataset)
+    # reads `X.shape[0]` as the number of samples where there is one
+    _image_shape: tuple[int, ...] = (28, 28)
     num_classes = 10
 
     def __init__(self, root=None, train: bool = True, transform=None, target_transform=None,
@@ -36,10 +38,10 @@ class _SyntheticImages(Dataset):
         n = _size(train)
         g = _generator(type(self).__name__, "train" if train else "test")
         self.targets = torch.randint(0, self.num_classes, (n,), generator=g)
-        noise = torch.randint(0, 96, (n, *self.shape), generator=g)
+        noise = torch.randint(0, 96, (n, *self._image_shape), generator=g)
         # an image that says something about its label, so that training learns
         level = (self.targets.float() * (160 / max(self.num_classes - 1, 1))).long()
-        level = level.view(n, *([1] * len(self.shape)))
+        level = level.view(n, *([1] * len(self._image_shape)))
         self.data = (noise + level).clamp(0, 255).to(torch.uint8)
         self.classes = [str(i) for i in range(self.num_classes)]
 
@@ -57,7 +59,7 @@ class _SyntheticImages(Dataset):
 
 
 class MNIST(_SyntheticImages):
-    shape = (28, 28)
+    _image_shape = (28, 28)
 
     # torchvision's deprecated aliases (old tutorials read `test_data.test_data`)
     @property
@@ -91,7 +93,7 @@ class EMNIST(MNIST):
 
 
 class CIFAR10(_SyntheticImages):
-    shape = (32, 32, 3)
+    _image_shape = (32, 32, 3)
 
 
 class CIFAR100(CIFAR10):
