@@ -28,7 +28,8 @@ _FIXED = ("local_rank", "rank", "world_size", "device", "dist", "ddp", "sampler"
           "contextlib", "accelerator", "rank0_value", "rank0_split", "shard_loader", "auto_epoch",
           "rank_share", "itertools", "rank_batches", "rank0_only", "gather_batch", "copy",
           "plain_module", "keep_plain_copy", "rank_share_batches", "rank0_first",
-          "rank0_call", "barrier", "mean_over_ranks", "average_gradients")
+          "rank0_call", "barrier", "mean_over_ranks", "average_gradients",
+          "broadcast_parameters")
 
 
 @dataclass
@@ -62,6 +63,7 @@ class Names:
     barrier: str = "barrier_if_initialized"
     mean_over_ranks: str = "mean_over_ranks"
     average_gradients: str = "average_gradients"
+    broadcast_parameters: str = "broadcast_parameters"
     taken: set[str] = field(default_factory=set, repr=False)
     made: list[str] = field(default_factory=list, repr=False)  # what `fresh` returned
 

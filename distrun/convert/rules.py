@@ -130,8 +130,9 @@ _RULES: tuple[tuple[str, str], ...] = (
     ("model.sync_bn_nothing", "--sync-bn: a model with no BatchNorm layer (refused when "
      "no model has one)."),
     ("model.not_found", "No model found: no optimizer is built from a model's parameters."),
-    ("model.no_forward", "No training forward pass of a model found: it was not "
-     "wrapped."),
+    ("model.no_forward", "No training forward pass of a model found: it was not wrapped."),
+    ("model.hand_average", "No training forward pass found (a container of modules): "
+     "rank 0's weights, gradients averaged by hand before each step."),
     ("model.unnamed_forward", "A training forward pass through an expression that "
      "cannot hold a wrapper (`models[i](x)`)."),
     ("model.not_set", "Where the model is trained is known, not where it is set: not "

@@ -250,6 +250,24 @@ def test_a_batch_class_named_like_a_loader_is_dealt_out_and_its_count_said(
     assert_same_checkpoint(tmp_path)
 
 
+def test_a_model_trained_through_a_container_is_averaged_by_hand(tmp_path: Path) -> None:
+    """The optimizer built from an `nn.ModuleList` of the student and its head, called as
+    `modules[0]` in a function, a frozen teacher appended after (HobbitLong/RepDistiller's
+    distillation): no forward pass to give a DDP object, so convert exited 4 ("no training
+    forward pass ... found"), and with --partial each rank trained its own student with
+    exit 0. Now rank 0's weights are broadcast and the gradients averaged by hand before
+    every step: the original's training."""
+    script = tmp_path / "distill.py"
+    script.write_text((FIXTURES / "model/container_model.py").read_text())
+    converted = distrun("convert", "distill.py", cwd=tmp_path)
+    assert converted.returncode == 0, converted.stdout + converted.stderr
+    assert "distill.py:31: model.hand_average: no training forward pass of `modules`" in (
+        converted.stdout), converted.stdout
+    run_single(script, tmp_path)
+    run_two(tmp_path / "distill_ddp.py", tmp_path)
+    assert_same_checkpoint(tmp_path)
+
+
 def test_a_second_backward_through_a_kept_graph_is_averaged(tmp_path: Path) -> None:
     """The simple GAN's `loss_disc.backward(retain_graph=True)` through the generator's
     undetached output, then `loss_gen.backward()` through the same graph: DDP averaged

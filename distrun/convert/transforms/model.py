@@ -20,7 +20,9 @@ object by its callers; inside it, other uses reach the model with `.module`.
 `model`; `isinstance(m, nn.DataParallel)` tests for DDP.
 
 Won't: wrap a model no optimizer trains, or one whose training forward goes through
-an expression that cannot hold a name (`models[i](x)`): reported with the fix.
+an expression that cannot hold a name (`models[i](x)`): reported with the fix. A model
+with no training forward found at all has its gradients averaged by hand before each
+step of its optimizer instead (transforms/hand_average.py; the DDP target).
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from distrun.convert.layers import plan_sync_bn
 from distrun.convert.models import find_models
 from distrun.convert.object_flow import Place
 from distrun.convert.transforms import wrap
+from distrun.convert.transforms.hand_average import average_by_hand
 
 
 def plan_model(ctx: Context) -> None:
@@ -52,6 +55,8 @@ def plan_model(ctx: Context) -> None:
             "after moving it to its device, and call `ddp_model(x)` in the training loop")
         return
     for model in ctx.models:
+        if not model.forwards and average_by_hand(ctx, model):
+            continue
         if not model.forwards:
             ctx.plan.finding(model.optimizer, "model.no_forward", f"no training forward pass of "
                              f"`{model.place.code}` found: it was not wrapped, and its "

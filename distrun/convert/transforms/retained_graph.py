@@ -30,6 +30,7 @@ from distrun.convert.context import Context, Transform
 from distrun.convert.idioms import is_backward, is_optimizer_step, receiver
 from distrun.convert.names import Names
 from distrun.convert.syntax import target_names
+from distrun.convert.transforms.hand_average import average_code
 
 
 def plan_retained(ctx: Context) -> None:
@@ -145,16 +146,4 @@ def _bound_name(facts: Facts, made: cst.CSTNode) -> str | None:
 
 
 def helper_code(n: Names) -> str:
-    return f'''
-
-def {n.average_gradients}(optimizer):
-    """distrun: the gradients `optimizer` steps with, averaged over the ranks by hand (a
-    backward pass through a graph kept from an earlier one: DDP averaged at the first)."""
-    if not {n.dist}.is_initialized():
-        return
-    for group in optimizer.param_groups:
-        for parameter in group["params"]:
-            if parameter.grad is not None:
-                {n.dist}.all_reduce(parameter.grad)
-                parameter.grad /= {n.dist}.get_world_size()
-'''
+    return average_code(n)

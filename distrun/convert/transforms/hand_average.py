@@ -1,0 +1,110 @@
+"""A model with no training forward pass the converter can follow, kept in step by
+averaging its gradients by hand (part of the model transform).
+
+The optimizer is built from a container's parameters (an `nn.ModuleList` the student and
+its heads were appended to: HobbitLong/RepDistiller), and the members are called through
+`container[0]` in another module; or the forward goes through an expression no wrapper
+can stand in for. Left as it was, each rank would train its own model with exit 0.
+Instead, the DDP target does by hand what DDP does: every rank starts from rank 0's
+weights (broadcast once the optimizer is built), and before each step of that optimizer
+its gradients are averaged over the ranks:
+
+    optimizer = SGD(trainable.parameters())   ->  optimizer = SGD(trainable.parameters())
+                                                  broadcast_parameters(optimizer)
+    loss.backward()                               loss.backward()
+    optimizer.step()                              average_gradients(optimizer)
+                                                  optimizer.step()
+
+The same steps as DDP (averaging is linear), without its overlap of communication with
+the backward pass: slower on many GPUs, reported as such. Buffers (BatchNorm's running
+statistics) stay each rank's own, as with DDP's `broadcast_buffers=False`. Only for the
+DDP target, and only where every step of the optimizer is found (a step the analysis does
+not see would go unaveraged): otherwise the model is refused as before (model.no_forward).
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from distrun.convert.build import statement
+from distrun.convert.context import Context
+from distrun.convert.idioms import is_optimizer_step
+from distrun.convert.models import Model
+from distrun.convert.names import Names
+
+
+def average_by_hand(ctx: Context, model: Model) -> bool:
+    """Plan the broadcast and the averages for `model`; False if it cannot be done."""
+    facts, flow = ctx.facts, ctx.flow
+    made = model.optimizer
+    assign = facts.parent.get(made)
+    if ctx.target.name != "ddp" or not isinstance(made, cst.Call) or not isinstance(
+            assign, cst.Assign) or len(assign.targets) != 1:
+        return False
+    target = assign.targets[0].target
+    optimizer = flow.place_of(target)
+    built = facts.statement(made)
+    steps = [c for c in facts.calls if is_optimizer_step(c) and isinstance(c.func, cst.Attribute)
+             and flow.same(flow.place_of(c.func.value), optimizer)]
+    if optimizer is None or built is None or not steps or any(
+            not isinstance(facts.statement(s), cst.SimpleStatementLine) for s in steps):
+        return False
+    n = ctx.names
+    name = facts.code(target)
+    ctx.need("dist", at=made)
+    ctx.define_helper("average_gradients", made, average_code(n))
+    ctx.define_helper("broadcast_parameters", made, broadcast_code(n))
+    ctx.plan.insert_after(built, [statement(f"{n.broadcast_parameters}({name})\n")])
+    ctx.plan.change(made, "model.hand_average", f"no training forward pass of "
+                    f"`{model.place.code}` found to give a DistributedDataParallel object "
+                    f"(a container of modules, or calls the analysis cannot follow): "
+                    f"`{n.broadcast_parameters}({name})` gives every rank rank 0's weights, "
+                    f"and its gradients are averaged by hand before every `{name}.step()`: "
+                    "DDP's steps, without its overlap of communication with the backward "
+                    "pass (slower on many GPUs)")
+    for step in steps:
+        ctx.need("dist", at=step)
+        ctx.define_helper("average_gradients", step, average_code(n))
+        stmt = facts.statement(step)
+        if stmt is None:
+            continue
+        receiver = facts.code(step.func.value)  # type: ignore[attr-defined]
+        ctx.plan.insert_before(stmt, [statement(f"{n.average_gradients}({receiver})\n")])
+    return True
+
+
+def average_code(n: Names) -> str:
+    return f'''
+
+def {n.average_gradients}(optimizer):
+    """distrun: the gradients `optimizer` steps with, averaged over the ranks by hand (a
+    parameter with a gradient on any rank gets one on every rank, zeros where it had
+    none, so that every rank makes the same collectives)."""
+    if not {n.dist}.is_initialized() or {n.dist}.get_world_size() == 1:
+        return
+    params = [p for group in optimizer.param_groups for p in group["params"]]
+    if not params:
+        return
+    has = [float(p.grad is not None) for p in params]
+    present = params[0].new_tensor(has)
+    {n.dist}.all_reduce(present, op={n.dist}.ReduceOp.MAX)
+    for parameter, wanted in zip(params, present.tolist()):
+        if wanted:
+            if parameter.grad is None:
+                parameter.grad = parameter.detach().new_zeros(parameter.shape)
+            {n.dist}.all_reduce(parameter.grad)
+            parameter.grad /= {n.dist}.get_world_size()
+'''
+
+
+def broadcast_code(n: Names) -> str:
+    return f'''
+
+def {n.broadcast_parameters}(optimizer):
+    """distrun: every rank starts from rank 0's weights (what DDP does when it wraps)."""
+    if not {n.dist}.is_initialized():
+        return
+    for group in optimizer.param_groups:
+        for parameter in group["params"]:
+            {n.dist}.broadcast(parameter.data, src=0)
+'''
