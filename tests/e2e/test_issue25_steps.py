@@ -268,6 +268,26 @@ def test_a_model_trained_through_a_container_is_averaged_by_hand(tmp_path: Path)
     assert_same_checkpoint(tmp_path)
 
 
+def test_a_model_store_save_is_rank_0s_and_its_result_every_rank_s(tmp_path: Path) -> None:
+    """`saved = bentoml.pytorch.save_model("classifier", model, ...)` (BentoML's MNIST
+    example, kfold_bentoml_mnist): not taken for a save, every rank wrote the store
+    (`launch --check`: [shared-write], exit 3). Now rank 0 saves through `rank0_call`
+    and every rank gets its result. BentoML is the project shim's stand-in, which logs
+    the rank of each save."""
+    script = tmp_path / "store.py"
+    script.write_text((FIXTURES / "checkpoint/model_store_save.py").read_text())
+    converted = distrun("convert", "store.py", cwd=tmp_path)
+    assert converted.returncode == 0, converted.stdout + converted.stderr
+    assert "store.py:20: checkpoint.rank0_save: `bentoml.pytorch.save_model` on rank 0" in (
+        converted.stdout), converted.stdout
+    env = {"PYTHONPATH": str(ROOT / "tests/projects/kfold_bentoml_mnist/shim")}
+    run_single(script, tmp_path, env=env)
+    (tmp_path / "bentoml_store/saves.log").unlink()
+    run_two(tmp_path / "store_ddp.py", tmp_path, env=env)
+    assert_same_checkpoint(tmp_path)
+    assert (tmp_path / "bentoml_store/saves.log").read_text().split() == ["0"]
+
+
 def test_a_second_backward_through_a_kept_graph_is_averaged(tmp_path: Path) -> None:
     """The simple GAN's `loss_disc.backward(retain_graph=True)` through the generator's
     undetached output, then `loss_gen.backward()` through the same graph: DDP averaged

@@ -35,6 +35,7 @@ from distrun.convert.build import (
 )
 from distrun.convert.context import Context, Transform
 from distrun.convert.file_modes import opens_for_writing
+from distrun.convert.transforms.rank0_values import rank0_call_code, through_rank0
 
 
 def plan_checkpoints(ctx: Context) -> None:
@@ -56,6 +57,28 @@ def plan_checkpoints(ctx: Context) -> None:
                         "rank loads onto its own device")
 
 
+def _kept_result(ctx: Context, call: cst.Call, name: str | None,
+                 stmt: cst.CSTNode | None) -> bool:
+    """`info = bentoml.pytorch.save_model(...)` (a library save whose result the script
+    keeps), where every rank passes: `rank0_call(save, ...)` saves on rank 0 and gives
+    every rank its result."""
+    facts = ctx.facts
+    if not (_library_save(call, name) and isinstance(stmt, cst.SimpleStatementLine)
+            and len(stmt.body) == 1 and isinstance(stmt.body[0], cst.Assign)
+            and stmt.body[0].value is call and isinstance(call.func, cst.Attribute)) or any(
+            isinstance(a, (cst.If, cst.Try, cst.While)) and a is not facts.module_of(a).main_guard
+            for a in facts.ancestors(stmt)):
+        return False
+    n = ctx.names
+    ctx.need("dist", at=call)
+    ctx.define_helper("rank0_call", call, rank0_call_code(n))
+    ctx.plan.rewrite(call, through_rank0(n.rank0_call))
+    ctx.plan.change(call, "checkpoint.rank0_save", f"`{_shown(call, name)}` on rank 0 only "
+                    f"(`{n.rank0_call}`), its result sent to every rank: every rank would "
+                    "write the same files")
+    return True
+
+
 @dataclass
 class _Done:
     waits: set[cst.CSTNode] = field(default_factory=set)  # statements a barrier follows
@@ -70,6 +93,8 @@ def _plan_save(ctx: Context, call: cst.Call, name: str | None, done: _Done) -> N
         stmt = opened  # `with open(path, "wb") as f:` must not run on other ranks
     if opened is None and not (isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1
                                and isinstance(stmt.body[0], cst.Expr)):
+        if _kept_result(ctx, call, name, stmt):
+            return
         plan.finding(call, "checkpoint.rank0_save",
                      f"`{_shown(call, name)}` not alone on its line: every "
                      "rank writes the file", f"save under `if {rank} == 0:` then call "
@@ -287,19 +312,29 @@ def rank0_runs_first(ctx: Context, node: cst.CSTNode, barrier: str) -> None:
 
 
 LIBRARY_SAVES = frozenset({"torch.jit.save", "safetensors.torch.save_file",
-                           "safetensors.torch.save_model"})
+                           "safetensors.torch.save_model", "torch.onnx.export"})
+# model stores: `bentoml.pytorch.save_model(...)`, `mlflow.pytorch.log_model(...)`
+_STORE_SAVES = (("bentoml.", (".save_model",)),
+                ("mlflow.", (".save_model", ".log_model", ".log_state_dict",
+                             "mlflow.log_artifact", "mlflow.log_artifacts")))
 
 
 def _library_save(call: cst.Call, name: str | None) -> bool:
     """A library call that writes a model's files: `x.save_pretrained(dir)` (transformers,
-    peft, diffusers: models, tokenizers, configs), `torch.jit.save`, safetensors'."""
-    if name in LIBRARY_SAVES:
+    peft, diffusers: models, tokenizers, configs), `torch.jit.save`, safetensors', an ONNX
+    export, a model store's (BentoML's `save_model`, MLflow's `log_model`)."""
+    if name in LIBRARY_SAVES or _store_save(name):
         return True
     return isinstance(call.func, cst.Attribute) and call.func.attr.value == "save_pretrained"
 
 
+def _store_save(name: str | None) -> bool:
+    return name is not None and any(name.startswith(prefix) and name.endswith(ends)
+                                    for prefix, ends in _STORE_SAVES)
+
+
 def _shown(call: cst.Call, name: str | None) -> str:
-    if name == "torch.save" or name in LIBRARY_SAVES:
+    if name == "torch.save" or name in LIBRARY_SAVES or _store_save(name):
         return str(name)
     return "save_pretrained"
 

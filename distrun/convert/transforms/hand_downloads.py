@@ -28,10 +28,9 @@ from __future__ import annotations
 
 import libcst as cst
 
-from distrun.convert.build import Rewrite, code_of, expression
 from distrun.convert.context import Context
 from distrun.convert.idioms import DATALOADER, trains
-from distrun.convert.names import Names
+from distrun.convert.transforms.rank0_values import rank0_call_code, through_rank0
 
 FETCHES = frozenset({
     "urllib.request.urlretrieve", "urllib.urlretrieve", "wget.download", "gdown.download",
@@ -77,8 +76,8 @@ def run_hand_downloads_on_rank0(ctx: Context) -> None:
             continue
         n = ctx.names
         ctx.need("dist", at=call)
-        ctx.define_helper("rank0_call", call, helper_code(n))
-        ctx.plan.rewrite(call, _through_rank0(n.rank0_call))
+        ctx.define_helper("rank0_call", call, rank0_call_code(n))
+        ctx.plan.rewrite(call, through_rank0(n.rank0_call))
         ctx.plan.change(call, "download.rank0_call",
                         f"`{facts.code(call.func)}(...)` downloads files by hand: it runs on "
                         f"rank 0 only (`{n.rank0_call}`), the other ranks waiting for its "
@@ -138,28 +137,3 @@ def _fetches(ctx: Context, func: cst.FunctionDef, depth: int) -> bool:
                 and _fetches(ctx, found[0], depth + 1):
             return True
     return False
-
-
-def _through_rank0(helper: str) -> Rewrite:
-    def rewrite(node: cst.CSTNode) -> cst.CSTNode:
-        assert isinstance(node, cst.Call)
-        args = ", ".join([code_of(node.func), *(
-            f"{a.keyword.value}={code_of(a.value)}" if a.keyword is not None
-            else code_of(a.value) for a in node.args)])
-        return expression(f"{helper}({args})")
-
-    return rewrite
-
-
-def helper_code(n: Names) -> str:
-    return f'''
-
-def {n.rank0_call}(fn, *args, **kwargs):
-    """distrun: `fn(*args, **kwargs)` run on rank 0 only (it writes files every rank
-    would write at once); the other ranks wait for its result, sent to them."""
-    if not {n.dist}.is_initialized():
-        return fn(*args, **kwargs)
-    holder = [fn(*args, **kwargs) if {n.dist}.get_rank() == 0 else None]
-    {n.dist}.broadcast_object_list(holder, src=0)
-    return holder[0]
-'''

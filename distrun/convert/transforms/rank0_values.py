@@ -25,7 +25,7 @@ import re
 import libcst as cst
 
 from distrun.convert.analysis import ModuleInfo, dotted
-from distrun.convert.build import code_of, expression
+from distrun.convert.build import Rewrite, code_of, expression
 from distrun.convert.context import Context, Transform
 from distrun.convert.imports import after_first_imports, imported_by
 from distrun.convert.names import Names
@@ -117,6 +117,31 @@ def {n.rank0_value}(value):
     if not {n.dist}.is_initialized():
         return value
     holder = [value]
+    {n.dist}.broadcast_object_list(holder, src=0)
+    return holder[0]
+'''
+
+
+def through_rank0(helper: str) -> Rewrite:
+    def rewrite(node: cst.CSTNode) -> cst.CSTNode:
+        assert isinstance(node, cst.Call)
+        args = ", ".join([code_of(node.func), *(
+            f"{a.keyword.value}={code_of(a.value)}" if a.keyword is not None
+            else code_of(a.value) for a in node.args)])
+        return expression(f"{helper}({args})")
+
+    return rewrite
+
+
+def rank0_call_code(n: Names) -> str:
+    return f'''
+
+def {n.rank0_call}(fn, *args, **kwargs):
+    """distrun: `fn(*args, **kwargs)` run on rank 0 only (it writes files every rank
+    would write at once); the other ranks wait for its result, sent to them."""
+    if not {n.dist}.is_initialized():
+        return fn(*args, **kwargs)
+    holder = [fn(*args, **kwargs) if {n.dist}.get_rank() == 0 else None]
     {n.dist}.broadcast_object_list(holder, src=0)
     return holder[0]
 '''
