@@ -87,6 +87,7 @@ _RULES: tuple[tuple[str, str], ...] = (
      "by phase): only the training phase's is sharded."),
     ("data.rank_batches", "Batches a generator or class of the script makes: rank 0 makes "
      "them, each rank trains on one of every WORLD_SIZE in a row."),
+    ("data.rank_slices", "Batches cut by hand (`X[i:i + bs]`): the ranks split each one."),
     ("data.own_sampler", "A training DataLoader with its own sampler was not sharded."),
     ("data.iterable_dataset", "A DataLoader over an IterableDataset was not sharded."),
     ("data.mixed_helper", "A helper builds training and evaluation loaders: the training "
@@ -131,8 +132,7 @@ _RULES: tuple[tuple[str, str], ...] = (
      "no model has one)."),
     ("model.not_found", "No model found: no optimizer is built from a model's parameters."),
     ("model.no_forward", "No training forward pass of a model found: it was not wrapped."),
-    ("model.hand_average", "No training forward pass found (a container of modules): "
-     "rank 0's weights, gradients averaged by hand before each step."),
+    ("model.hand_average", "No forward pass to wrap: gradients averaged by hand at steps."),
     ("model.unnamed_forward", "A training forward pass through an expression that "
      "cannot hold a wrapper (`models[i](x)`)."),
     ("model.not_set", "Where the model is trained is known, not where it is set: not "

@@ -288,6 +288,22 @@ def test_a_model_store_save_is_rank_0s_and_its_result_every_rank_s(tmp_path: Pat
     assert (tmp_path / "bentoml_store/saves.log").read_text().split() == ["0"]
 
 
+def test_batches_cut_by_hand_are_split_among_the_ranks(tmp_path: Path) -> None:
+    """`for i in range(0, n, batch_size): idx = permutation[i:i + batch_size]` with
+    `permutation = torch.randperm(n)` drawn each epoch (STGCN), then contiguous slices
+    `x = inputs[i:i + bs]`: no DataLoader, so convert exited 4 ("no DataLoader found"),
+    and with --partial every rank trained on every batch. Now the ranks split each batch
+    (`rank_slice`) of one permutation (rank 0's): the original's steps, to 1e-5."""
+    script = tmp_path / "slices.py"
+    script.write_text((FIXTURES / "data/slices_by_hand.py").read_text())
+    converted = distrun("convert", "slices.py", cwd=tmp_path)
+    assert converted.returncode == 0, converted.stdout + converted.stderr
+    assert converted.stdout.count("data.rank_slices") == 3, converted.stdout
+    run_single(script, tmp_path)
+    run_two(tmp_path / "slices_ddp.py", tmp_path)
+    assert_same_checkpoint(tmp_path)
+
+
 def test_a_second_backward_through_a_kept_graph_is_averaged(tmp_path: Path) -> None:
     """The simple GAN's `loss_disc.backward(retain_graph=True)` through the generator's
     undetached output, then `loss_gen.backward()` through the same graph: DDP averaged

@@ -27,8 +27,8 @@ taken in the original's order: with the batch size divided by WORLD_SIZE, the sa
 samples make one step as in the original. Rank 0's batches are pickled to the others:
 for large batches, a Dataset and a DataLoader are faster.
 
-Won't: batches sliced from tensors inside the loop (`data[i:i + bs]`), a `range` of
-window starts (word_language_model's `get_batch`): reported (`data.no_loader`).
+Batches sliced from tensors inside the loop (`data[i:i + bs]`): slices.py. Won't: a
+`range` of window starts (word_language_model's `get_batch`): reported (`data.no_loader`).
 """
 
 from __future__ import annotations

@@ -60,6 +60,7 @@ from distrun.convert.transforms.shard_readers import (
     measured_on_training_data,
     progress_of_the_whole,
 )
+from distrun.convert.transforms.slices import share_slices
 from distrun.convert.transforms.splits import same_splits
 from distrun.convert.transforms.statistics_pass import statistics_pass
 
@@ -149,7 +150,7 @@ def plan_data(ctx: Context) -> None:
     built = {n for call in loaders for n in construction_names(facts, call)} - mixed
     rebuilt = rebuild_unseen_loaders(ctx, loops, built)
     sharded, epoched = sharded | rebuilt, epoched | rebuilt
-    hand_made = share_hand_made(ctx, sharded)
+    hand_made = share_hand_made(ctx, sharded) | share_slices(ctx)
     _unshared_streams(ctx)
     if not loaders and not sharded and not hand_made and not share_random_draws(ctx) \
             and not full_batch(ctx):
