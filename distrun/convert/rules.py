@@ -106,8 +106,8 @@ _RULES: tuple[tuple[str, str], ...] = (
      "generator is reseeded by rank before the loop, so each rank draws its own."),
     ("data.measured_on_shard", "A function measuring on the training loader sees a share."),
     ("data.progress", "Progress counted against the whole dataset ends near 1/WORLD_SIZE."),
-    ("data.whole_count", "A count of all the batches dealt out by rank (`len(it)`, "
-     "`it.n_batches`) runs WORLD_SIZE times ahead of a rank's steps."),
+    ("data.whole_count", "A count of all the batches dealt out by rank: not a rank's steps."),
+    ("data.schedule_share", "A schedule's step count from `len(dataset)`: this rank's share."),
     # -- model --------------------------------------------------------------------
     ("model.find_unused", "A layer the model builds and never uses, or whose output no "
      "kept value depends on: DDP is made with find_unused_parameters=True."),

@@ -304,6 +304,21 @@ def test_batches_cut_by_hand_are_split_among_the_ranks(tmp_path: Path) -> None:
     assert_same_checkpoint(tmp_path)
 
 
+def test_a_schedule_counted_from_the_dataset_spans_the_rank_s_steps(tmp_path: Path) -> None:
+    """`steps_per_epoch = len(train_dataset) // batch_size` given to OneCycleLR: with the
+    dataset sharded, each rank takes 1/WORLD_SIZE of those steps, so the cycle was
+    stretched (the weights 0.05 off, exit 0, and nothing said). The count is now this
+    rank's share of the dataset: the original's learning rates, step by step."""
+    script = tmp_path / "cycle.py"
+    script.write_text((FIXTURES / "data/schedule_from_dataset.py").read_text())
+    converted = distrun("convert", "cycle.py", cwd=tmp_path)
+    assert converted.returncode == 0, converted.stdout + converted.stderr
+    assert "cycle.py:14: data.schedule_share: `len(train_dataset)`" in converted.stdout
+    run_single(script, tmp_path)
+    run_two(tmp_path / "cycle_ddp.py", tmp_path)
+    assert_same_checkpoint(tmp_path)
+
+
 def test_a_second_backward_through_a_kept_graph_is_averaged(tmp_path: Path) -> None:
     """The simple GAN's `loss_disc.backward(retain_graph=True)` through the generator's
     undetached output, then `loss_gen.backward()` through the same graph: DDP averaged

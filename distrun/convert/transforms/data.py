@@ -59,6 +59,7 @@ from distrun.convert.transforms.rebuild import (
 from distrun.convert.transforms.shard_readers import (
     measured_on_training_data,
     progress_of_the_whole,
+    scheduled_on_the_whole,
 )
 from distrun.convert.transforms.slices import share_slices
 from distrun.convert.transforms.splits import same_splits
@@ -168,6 +169,7 @@ def plan_data(ctx: Context) -> None:
         set_epoch_on_new_iterators(ctx, epoched)
     measured_on_training_data(ctx, sharded)
     progress_of_the_whole(ctx, sharded)
+    scheduled_on_the_whole(ctx, sharded, loaders)
     if loaders or sharded or hand_made:
         reseed_noise(ctx)
 

@@ -1,15 +1,19 @@
 """What reads a sharded training loader elsewhere (part of the data transform): a function
 that measures with it (an accuracy over the training set) and progress printed against the
-whole dataset. Both are findings: each rank now sees 1/WORLD_SIZE of it.
+whole dataset, both findings: each rank now sees 1/WORLD_SIZE of it; and a learning-rate
+schedule's step count made from the whole dataset's length, made this rank's share.
 """
 
 from __future__ import annotations
 
 import libcst as cst
 
-from distrun.convert.analysis import dotted
+from distrun.convert.analysis import dotted, keyword, positional
+from distrun.convert.build import code_of, expression
 from distrun.convert.context import Context
 from distrun.convert.idioms import origin_names, trains, unwrap_iter
+from distrun.convert.syntax import walk
+from distrun.convert.transforms.loader_names import construction_names
 
 
 def measured_on_training_data(ctx: Context, sharded: set[str]) -> None:
@@ -59,3 +63,65 @@ def progress_of_the_whole(ctx: Context, sharded: set[str]) -> None:
                              "it ends near 1/WORLD_SIZE of the total",
                              f"count against `len({code}.sampler)`, this rank's share",
                              severity="info")
+
+
+_SCHEDULES = ("torch.optim.lr_scheduler.", "transformers.get_", "transformers.optimization.get_",
+              "diffusers.optimization.get_")
+
+
+def scheduled_on_the_whole(ctx: Context, sharded: set[str], loaders: list[cst.Call]) -> None:
+    """`steps_per_epoch = len(train_dataset) // batch_size` given to a learning-rate
+    schedule (OneCycleLR, a warm-up's `num_training_steps`): the dataset is sharded now, so
+    the count is WORLD_SIZE times this rank's steps and the schedule would be stretched (a
+    one-cycle never anneals), silently. `len(dataset)` becomes this rank's share, the
+    DistributedSampler's own count: `(len(dataset) + WORLD_SIZE - 1) // WORLD_SIZE`."""
+    facts, n = ctx.facts, ctx.names
+    datasets = {d for call in loaders if construction_names(facts, call) & sharded
+                for d in [_dataset_of(call)] if d is not None}
+    done: set[int] = set()
+    for schedule in facts.calls:
+        if not (facts.call_name(schedule) or "").startswith(_SCHEDULES):
+            continue
+        for count in _counts_feeding(ctx, schedule):
+            read = dotted(count.args[0].value)
+            if read is None or id(count) in done or not (read in datasets or (
+                    read.endswith(".dataset") and origin_names(
+                        facts, read.rsplit(".", 1)[0], facts.scope(count)) & sharded)):
+                continue
+            done.add(id(count))
+            ctx.plan.rewrite(count, lambda node: expression(
+                f"({code_of(node)} + {n.world_size} - 1) // {n.world_size}"))
+            ctx.plan.change(count, "data.schedule_share", f"`{facts.code(count)}` counts "
+                            f"the whole dataset for the schedule of line {facts.line(schedule)}"
+                            ", but each rank now reads 1/WORLD_SIZE of it: this rank's share "
+                            f"(`(... + {n.world_size} - 1) // {n.world_size}`, the "
+                            "DistributedSampler's count), so the schedule spans the steps "
+                            "each rank takes")
+
+
+def _dataset_of(call: cst.Call) -> str | None:
+    given = keyword(call, "dataset")
+    args = positional(call)
+    value = given.value if given is not None else args[0].value if args else None
+    return dotted(value) if value is not None else None
+
+
+def _counts_feeding(ctx: Context, schedule: cst.Call, depth: int = 2) -> list[cst.Call]:
+    """The `len(...)` calls in the schedule's arguments, or in the values of the names they
+    read, assigned before it in its scope (two names deep)."""
+    facts = ctx.facts
+    found: list[cst.Call] = []
+    todo: list[tuple[cst.CSTNode, int]] = [(a.value, depth) for a in schedule.args]
+    while todo:
+        node, left = todo.pop()
+        for sub in walk(node):
+            if isinstance(sub, cst.Call) and facts.call_name(sub) == "len" and sub.args:
+                found.append(sub)
+            elif isinstance(sub, cst.Name) and left > 0:
+                todo += [(a.value, left - 1) for a in facts.assigns
+                         if isinstance(a, cst.Assign)
+                         and facts.scope(a) is facts.scope(schedule)
+                         and facts.line(a) < facts.line(schedule)
+                         and any(isinstance(t.target, cst.Name) and t.target.value == sub.value
+                                 for t in a.targets)]
+    return found
