@@ -37,6 +37,8 @@ class _Anything:
 
 class _Config(dict):
     def update(self, *args, allow_val_change=False, **kwargs):  # noqa: D102
+        # wandb's config.update also takes an argparse.Namespace (its vars)
+        args = tuple(vars(a) if hasattr(a, "_get_kwargs") else a for a in args)
         super().update(*args, **kwargs)
 
     def __getattr__(self, name):
@@ -87,6 +89,11 @@ def watch(*args, **kwargs):
 
 def login(*args, **kwargs):
     return True
+
+
+def save(*args, **kwargs):
+    # wandb.save(glob): uploads files matching it with the run; nothing here
+    return []
 
 
 class Image(_Anything):

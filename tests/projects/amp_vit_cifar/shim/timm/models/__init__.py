@@ -1,0 +1,1 @@
+"""timm.models (names only)."""
