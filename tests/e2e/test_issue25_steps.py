@@ -319,6 +319,23 @@ def test_a_schedule_counted_from_the_dataset_spans_the_rank_s_steps(tmp_path: Pa
     assert_same_checkpoint(tmp_path)
 
 
+def test_a_model_handed_on_through_two_functions_is_wrapped(tmp_path: Path) -> None:
+    """`fit(model)` hands the model to `train_epoch(model)`, which calls it (the generic
+    trainer of adambielski/siamese-triplet): the DDP object was passed only one level up,
+    so no DDP object was made at all, convert said nothing and each rank trained its own
+    model with exit 0 (`launch --check`: [params-diverged]). Now `fit()` gets `ddp_model`,
+    its save reaches `model.module`: the original's training and keys."""
+    script = tmp_path / "chain.py"
+    script.write_text((FIXTURES / "model/handed_on_twice.py").read_text())
+    converted = distrun("convert", "chain.py", cwd=tmp_path)
+    assert converted.returncode == 0, converted.stdout + converted.stderr
+    assert "chain.py:32: model.pass_wrapper: `fit()` trains the model it is given" in (
+        converted.stdout), converted.stdout
+    run_single(script, tmp_path)
+    run_two(tmp_path / "chain_ddp.py", tmp_path)
+    assert_same_checkpoint(tmp_path)
+
+
 def test_a_second_backward_through_a_kept_graph_is_averaged(tmp_path: Path) -> None:
     """The simple GAN's `loss_disc.backward(retain_graph=True)` through the generator's
     undetached output, then `loss_gen.backward()` through the same graph: DDP averaged

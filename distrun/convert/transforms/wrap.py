@@ -61,6 +61,13 @@ def plan_wraps(ctx: Context, model: Model) -> None:
     for home, sites in direct.items():
         if home.kind != "param" and sites:
             _create(ctx, model, home, ddp_names[home], sites, moved)
+    if model.forwards and not any(h.kind != "param" and sites for h, sites in direct.items()) \
+            and not ctx.plan.found("model.no_wrapper_here"):
+        ctx.plan.finding(model.forwards[0], "model.no_wrapper_here",
+                         f"`{model.place.code}` is trained here through a function parameter, "
+                         "but no caller that holds the model was found to give it a DDP "
+                         "object: not synchronised", "wrap the model where it is built, "
+                         "`ddp_model = DDP(model, device_ids=[LOCAL_RANK])`, and pass `ddp_model`")
 
 
 def _ddp_name(ctx: Context, home: Home) -> str:
@@ -122,7 +129,12 @@ def _pass_ddp(ctx: Context, model: Model, home: Home, ddp_names: dict[Home, str]
                              "object here: not synchronised", "pass the DDP-wrapped model")
             continue
         direct.setdefault(caller, []).append(site)
-        if caller.kind == "param":
+        if caller.kind == "param":  # handed on again: `outer(model)` -> `inner(model)`
+            if (caller.scope, caller.name) not in model.wrapped.parameters:
+                assert isinstance(caller.scope, cst.FunctionDef)
+                model.wrapped.parameters.add((caller.scope, caller.name))
+                _pass_ddp(ctx, model, caller, ddp_names, direct)  # its callers pass it
+                unwrap_param_uses(ctx, model, caller)
             continue
         if caller not in ddp_names:
             ddp_names[caller] = _ddp_name(ctx, caller)
