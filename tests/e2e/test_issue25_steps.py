@@ -336,6 +336,24 @@ def test_a_model_handed_on_through_two_functions_is_wrapped(tmp_path: Path) -> N
     assert_same_checkpoint(tmp_path)
 
 
+def test_a_trainer_given_loaders_of_two_kinds_moves_each_to_its_next_epoch(
+        tmp_path: Path) -> None:
+    """A generic `fit(train_loader, ...)` given a plain loader (now with a
+    DistributedSampler) and then a loader with its own batch sampler: the
+    `train_loader.sampler.set_epoch(epoch)` placed in fit() met the second loader's
+    SequentialSampler, an AttributeError on every rank (adambielski/siamese-triplet's
+    fourth experiment). Now it is called where the sampler has one: both trainings are
+    the original's."""
+    script = tmp_path / "fit.py"
+    script.write_text((FIXTURES / "data/fit_given_two_kinds.py").read_text())
+    converted = distrun("convert", "fit.py", cwd=tmp_path)
+    assert converted.returncode == 0, converted.stdout + converted.stderr
+    assert "(where its sampler has one" in converted.stdout, converted.stdout
+    run_single(script, tmp_path)
+    run_two(tmp_path / "fit_ddp.py", tmp_path)
+    assert_same_checkpoint(tmp_path)
+
+
 def test_a_second_backward_through_a_kept_graph_is_averaged(tmp_path: Path) -> None:
     """The simple GAN's `loss_disc.backward(retain_graph=True)` through the generator's
     undetached output, then `loss_gen.backward()` through the same graph: DDP averaged

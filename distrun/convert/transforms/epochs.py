@@ -35,7 +35,8 @@ def place_set_epoch(ctx: Context, at: cst.CSTNode, loader: str,
         first = body.body[0]
         if "." not in loader and assigns_inside(facts, epoch_loop, loader):
             first = facts.statement(at) or first
-        _insert_set_epoch(ctx, first, loader, var, epoch_loop)
+        _insert_set_epoch(ctx, first, loader, var, epoch_loop, _given_by_several(
+            facts, epoch_loop, loader))
         return
     if isinstance(scope, cst.FunctionDef) and _is_global(facts, scope, loader):
         _set_epoch_in_function(ctx, at, loader, scope, placed)
@@ -79,20 +80,37 @@ def _assigns(stmt: cst.CSTNode, call: cst.Call) -> bool:
         isinstance(small, cst.Assign | cst.AnnAssign) and small.value is call
         for small in stmt.body)
 
+def _given_by_several(facts: Facts, at: cst.CSTNode, loader: str) -> bool:
+    """Is `loader` a parameter of the function around `at` that several callers give a
+    loader (a generic `fit(train_loader, ...)`: one caller's loader may have a
+    DistributedSampler, another's a batch sampler of its own)?"""
+    func = facts.function(at)
+    return func is not None and "." not in loader and loader in facts.params(
+        func, facts.enclosing_class(func) is not None) and len(facts.call_sites(func)) > 1
+
+
 def _insert_set_epoch(ctx: Context, before: cst.CSTNode, loader: str, epoch: str | None,
-                      where: cst.CSTNode) -> None:
+                      where: cst.CSTNode, guarded: bool = False) -> None:
     """`loader.sampler.set_epoch(epoch)` before `before`; without an epoch number (a
-    `while` loop, a function run once per epoch), the sampler's own count goes on."""
+    `while` loop, a function run once per epoch), the sampler's own count goes on.
+    `guarded`: only where the loader's sampler has a `set_epoch` (a function several
+    callers give loaders of different kinds)."""
     if epoch is None and ctx.target.loaders_count_epochs:
         return  # accelerate's prepared loaders count their epochs themselves
     if epoch is None:
         call = f"{loader}.sampler.set_epoch({loader}.sampler.epoch + 1)"
     else:
         call = ctx.target.set_epoch(loader, epoch)
-    ctx.plan.insert_before(before, [statement(f"{call}\n")])
+    if guarded and call.startswith(f"{loader}.sampler.set_epoch("):
+        ctx.plan.insert_before(before, [statement(
+            f'if hasattr({loader}.sampler, "set_epoch"):\n    {call}\n')])
+    else:
+        ctx.plan.insert_before(before, [statement(f"{call}\n")])
     ctx.plan.change(where, "data.set_epoch",
                     f"`{call}` at the start of each epoch, so every epoch gets "
-                    "a new shuffle")
+                    "a new shuffle" + (f" (where its sampler has one: the callers of "
+                                       f"this function give `{loader}` loaders of several "
+                                       "kinds)" if guarded else ""))
 
 
 def _is_global(facts: Facts, scope: cst.FunctionDef, loader: str) -> bool:
