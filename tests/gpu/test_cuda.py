@@ -208,6 +208,24 @@ def test_a_loop_left_on_the_mean_loss_runs_its_collective_on_the_gpu(tmp_path: P
     assert "stopped at epoch" in single.stdout and stops == [single.stdout.strip()]
 
 
+def test_a_device_string_read_as_a_string_still_runs_on_the_gpu(tmp_path: Path) -> None:
+    """`device = 'cuda' if ... else 'cpu'` then `if 'cuda' in device:` and
+    `device.upper()`: the converted device is a torch.device, which `in` and `.upper()`
+    refuse (TypeError, AttributeError: on a GPU machine only, where the branch takes
+    'cuda'). Read as `str(device)`, the run is the original's on the GPU."""
+    script = tmp_path / "strings.py"
+    script.write_text((ROOT / "tests/convert/fixtures/device/device_read_as_string.py"
+                       ).read_text())
+    converted = tmp_path / "converted.py"
+    result = distrun("convert", str(script), "-o", str(converted))
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "'cuda' in str(device)" in converted.read_text()
+    single = run_single(script, tmp_path)
+    multi = launch_on_the_gpus(converted, tmp_path)
+    assert_same_checkpoint(tmp_path)
+    assert "training on CUDA" in single.stdout and "training on CUDA" in multi
+
+
 QUIET_AFTER_NCCL = """\
 import time, torch, torch.distributed as dist
 dist.init_process_group("nccl")

@@ -29,7 +29,7 @@ import re
 import libcst as cst
 
 from distrun.convert.analysis import Facts, dotted, positional, string_value
-from distrun.convert.build import Rewrite, constant, expression
+from distrun.convert.build import Rewrite, code_of, constant, expression
 from distrun.convert.context import Context, Transform
 from distrun.convert.transforms.setup import runs_nothing
 
@@ -118,6 +118,7 @@ def _plan_device_tests(ctx: Context) -> None:
     no longer equals the string, so `cudnn.benchmark = True` behind it would be skipped
     silently: `str(device).startswith("cuda")` is true for both."""
     facts = ctx.facts
+    _plan_string_reads(ctx)
     for string in facts.strings:
         if string_value(string) not in ("cuda", "cuda:0"):
             continue
@@ -136,6 +137,40 @@ def _plan_device_tests(ctx: Context) -> None:
         ctx.plan.rewrite(comparison, lambda _n, new=new: expression(new))  # type: ignore[misc]
         ctx.plan.change(comparison, "device.compare", f"`{facts.code(comparison)}` -> `{new}`: the "
                         "device is now the local rank's, \"cuda:N\"")
+
+
+_DEVICE_NAME = re.compile(r"(^|\.)\w*device$", re.IGNORECASE)  # `device`, `args.device`
+_STR_METHODS = frozenset({"startswith", "endswith", "split", "lower", "upper", "replace",
+                          "find", "index", "strip"})
+
+
+def _plan_string_reads(ctx: Context) -> None:
+    """`"cuda" in device`, `device.startswith("cuda")`: a device name read as a string,
+    which is now `DEVICE` (a torch.device: `in` raises TypeError, `.startswith` an
+    AttributeError, on a GPU machine only). It is read as `str(device)` (a string is
+    its own `str`)."""
+    facts = ctx.facts
+    for string in facts.strings:
+        comparison = facts.parent.get(string)
+        if not (string_value(string) or "").startswith("cuda") or not isinstance(
+                comparison, cst.Comparison) or comparison.left is not string or len(
+                comparison.comparisons) != 1 or not isinstance(
+                comparison.comparisons[0].operator, (cst.In, cst.NotIn)):
+            continue
+        right = comparison.comparisons[0].comparator
+        if _DEVICE_NAME.search(dotted(right) or "") is None:
+            continue
+        ctx.plan.rewrite(right, lambda n: expression(f"str({code_of(n)})"))
+        ctx.plan.change(comparison, "device.compare", f"`{facts.code(comparison)}`: the "
+                        f"device is now a torch.device, read as `str({facts.code(right)})`")
+    for call in facts.calls:
+        func = call.func
+        if not isinstance(func, cst.Attribute) or func.attr.value not in _STR_METHODS or \
+                _DEVICE_NAME.search(dotted(func.value) or "") is None:
+            continue
+        ctx.plan.rewrite(func.value, lambda n: expression(f"str({code_of(n)})"))
+        ctx.plan.change(call, "device.compare", f"`{facts.code(call)}`: the device is now a "
+                        f"torch.device, read as `str({facts.code(func.value)})`")
 
 
 def _cuda_to_device(dev: str) -> Rewrite:
