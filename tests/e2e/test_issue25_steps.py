@@ -354,6 +354,22 @@ def test_a_trainer_given_loaders_of_two_kinds_moves_each_to_its_next_epoch(
     assert_same_checkpoint(tmp_path)
 
 
+def test_endless_passes_of_a_generator_move_the_sampler_on(tmp_path: Path) -> None:
+    """`def infiniteloop(dataloader): while True: for x, y in iter(dataloader): yield ...`
+    read with `next()` in the step loop (pytorch-ddpm): no set_epoch was placed, every
+    pass had the same order (`launch --check`: [no-set-epoch], exit 3). Now each pass of
+    the `while` moves the sampler to its next epoch; the check finds nothing."""
+    script = tmp_path / "loop.py"
+    script.write_text((FIXTURES / "data/endless_passes.py").read_text())
+    converted = distrun("convert", "loop.py", cwd=tmp_path)
+    assert converted.returncode == 0, converted.stdout + converted.stderr
+    assert "loop.py:11: data.set_epoch: `dataloader.sampler.set_epoch(" in converted.stdout
+    assert "measured_on_shard" not in converted.stdout  # it feeds, it measures nothing
+    run_single(script, tmp_path)
+    run_two(tmp_path / "loop_ddp.py", tmp_path)
+    assert_same_checkpoint(tmp_path)
+
+
 def test_a_second_backward_through_a_kept_graph_is_averaged(tmp_path: Path) -> None:
     """The simple GAN's `loss_disc.backward(retain_graph=True)` through the generator's
     undetached output, then `loss_gen.backward()` through the same graph: DDP averaged

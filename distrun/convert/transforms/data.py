@@ -36,7 +36,11 @@ from distrun.convert.idioms import (
 from distrun.convert.object_flow import Place
 from distrun.convert.transforms.batch_samplers import share_batch_sampler
 from distrun.convert.transforms.batches import share_hand_made
-from distrun.convert.transforms.epochs import place_set_epoch, set_epoch_on_new_iterators
+from distrun.convert.transforms.epochs import (
+    place_set_epoch,
+    set_epoch_in_endless_passes,
+    set_epoch_on_new_iterators,
+)
 from distrun.convert.transforms.full_batch import full_batch
 from distrun.convert.transforms.loader_holders import holder_names
 from distrun.convert.transforms.loader_names import (
@@ -167,6 +171,7 @@ def plan_data(ctx: Context) -> None:
             place_set_epoch(ctx, tl.loop, tl.loader, facts.scope(tl.loop), 0, placed)
     if not ctx.target.loaders_count_epochs:
         set_epoch_on_new_iterators(ctx, epoched)
+        set_epoch_in_endless_passes(ctx, epoched)
     measured_on_training_data(ctx, sharded)
     progress_of_the_whole(ctx, sharded)
     scheduled_on_the_whole(ctx, sharded, loaders)

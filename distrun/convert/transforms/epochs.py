@@ -2,7 +2,8 @@
 at the start of the loop around the epoch, also when that loop is in a caller (the loader
 passed as a parameter, kept in `self.`, or a module-level loader read in a function that
 runs once per epoch); without an epoch number (a `while` loop, a function run once per
-epoch, a new `iter(loader)` in a step loop), the sampler's own count goes on.
+epoch, a new `iter(loader)` in a step loop, a generator's endless passes over the
+loader), the sampler's own count goes on.
 """
 
 from __future__ import annotations
@@ -12,7 +13,8 @@ import libcst as cst
 from distrun.convert.analysis import Facts, dotted
 from distrun.convert.build import statement
 from distrun.convert.context import Context
-from distrun.convert.idioms import assigns_inside, origin_names
+from distrun.convert.idioms import assigns_inside, origin_names, unwrap_iter
+from distrun.convert.syntax import walk
 
 
 def place_set_epoch(ctx: Context, at: cst.CSTNode, loader: str,
@@ -152,3 +154,38 @@ def _first_name(target: cst.BaseExpression) -> str | None:
     if isinstance(target, (cst.Tuple, cst.List)) and target.elements:
         return _first_name(target.elements[0].value)
     return None
+
+
+def set_epoch_in_endless_passes(ctx: Context, sharded: set[str]) -> None:
+    """`def infiniteloop(dataloader): while True: for x, y in iter(dataloader): yield x`
+    given a sharded loader (pytorch-ddpm, many diffusion and GAN trainers, read with
+    `next()` in a step loop): each pass of the `while` is a new pass over the data, so the
+    sampler's epoch moves on before it (its own count), as a new epoch would."""
+    facts = ctx.facts
+    for loop in facts.for_loops:
+        func = facts.function(loop)
+        source = unwrap_iter(facts, loop.iter)
+        if isinstance(source, cst.Call) and facts.call_name(source) == "iter" and source.args:
+            source = source.args[0].value
+        param = dotted(source)
+        outer = next(iter(facts.enclosing_loops(loop)), None)
+        if func is None or param is None or not isinstance(outer, cst.While) or not any(
+                isinstance(n, cst.Yield) and facts.function(n) is func for n in walk(loop)):
+            continue
+        is_method = facts.enclosing_class(func) is not None
+        if param not in facts.params(func, is_method):
+            continue
+        sites = [(site, m) for site, m in ctx.flow.call_sites(func)]
+        given = [facts.argument_for(site, func, m, param) for site, m in sites]
+        if not any(arg is not None and dotted(arg) is not None and origin_names(
+                facts, str(dotted(arg)), facts.scope(site), 0) & sharded
+                for arg, (site, _) in zip(given, sites, strict=True)):
+            continue
+        _insert_set_epoch(ctx, loop, param, None, loop, guarded=len(sites) > 1)
+
+
+def feeds_endlessly(facts: Facts, func: cst.FunctionDef) -> bool:
+    """Is `func` a generator that yields from a loop over its data (it feeds a training
+    loop, it measures nothing)?"""
+    return any(isinstance(n, cst.Yield) and facts.function(n) is func
+               and next(iter(facts.enclosing_loops(n)), None) is not None for n in walk(func))

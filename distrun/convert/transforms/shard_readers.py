@@ -13,6 +13,7 @@ from distrun.convert.build import code_of, expression
 from distrun.convert.context import Context
 from distrun.convert.idioms import origin_names, trains, unwrap_iter
 from distrun.convert.syntax import walk
+from distrun.convert.transforms.epochs import feeds_endlessly
 from distrun.convert.transforms.loader_names import construction_names
 
 
@@ -22,7 +23,8 @@ def measured_on_training_data(ctx: Context, sharded: set[str]) -> None:
     facts = ctx.facts
     for call in facts.calls:
         found = ctx.flow.callee(call)
-        if found is None or trains(facts, found[0], flow=ctx.flow):
+        if found is None or trains(facts, found[0], flow=ctx.flow) or feeds_endlessly(
+                facts, found[0]):
             continue
         func, is_method = found
         for arg in call.args:
