@@ -90,6 +90,8 @@ def find_models(facts: Facts, flow: Flow) -> list[Model]:
         for receiver in _parameter_receivers(facts, call)]
     found += _updated_by_hand(facts)
     for updater, receiver in found:
+        if _never_called(facts, updater):
+            continue  # an optimizer factory the project never calls (AGCRN's init_optim)
         place = _model_place(facts, flow, receiver)
         if place is None or any(flow.same(place, m.place) for m in models):
             continue
@@ -97,6 +99,17 @@ def find_models(facts: Facts, flow: Flow) -> list[Model]:
         _find_forwards(facts, flow, model)
         models.append(model)
     return models
+
+
+def _never_called(facts: Facts, node: cst.CSTNode) -> bool:
+    """Is `node` in a plain function (not a method) whose name no other line of the
+    project reads: dead code, a factory nothing calls nor hands on?"""
+    func = facts.function(node)
+    if func is None or facts.enclosing_class(func) is not None:
+        return False
+    name = func.name.value
+    return not any(n.value == name and n is not func.name for n in facts.names) and not any(
+        a.attr.value == name for a in facts.attributes)
 
 
 def _updated_by_hand(facts: Facts) -> list[tuple[cst.Call | cst.For, cst.BaseExpression]]:

@@ -370,6 +370,27 @@ def test_endless_passes_of_a_generator_move_the_sampler_on(tmp_path: Path) -> No
     assert_same_checkpoint(tmp_path)
 
 
+def test_a_repository_laid_out_like_agcrn_converts_whole_and_trains_as_one(
+        tmp_path: Path) -> None:
+    """LeiBAI/AGCRN's layout: the entry in model/ puts the repository's root on sys.path
+    through a name (`file_dir = os.path.dirname(os.path.dirname(os.path.abspath(
+    __file__)))`), one DataLoader helper makes every split (returned as a tuple), an
+    optimizer factory nothing calls, a Trainer that sets `self.model, self.optimizer = ...`
+    in one line and logs through `get_logger()` to a FileHandler with mode='w', early
+    stopping on the validation loss. On arrival convert read the entry alone and exited 4;
+    then it left the training loader whole and every rank wrote run.log. Now the whole
+    project converts, the helper's training loader is rebuilt sharded, the logger is rank
+    0's: the original's training, run.log written once (`launch --check`)."""
+    project = tmp_path / "project"
+    shutil.copytree(FIXTURES / "project/repo_layout_trainer/in", project)
+    converted = distrun("convert", "model/run.py", cwd=project)
+    assert converted.returncode == 0, converted.stdout + converted.stderr
+    assert "model/run.py:16: data.rebuild_loader: `train_loader`" in converted.stdout
+    run_single(project / "model/run.py", tmp_path)
+    run_two(tmp_path / "project_ddp/model/run.py", tmp_path)
+    assert_same_checkpoint(tmp_path)
+
+
 def test_a_second_backward_through_a_kept_graph_is_averaged(tmp_path: Path) -> None:
     """The simple GAN's `loss_disc.backward(retain_graph=True)` through the generator's
     undetached output, then `loss_gen.backward()` through the same graph: DDP averaged

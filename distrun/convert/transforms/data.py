@@ -130,7 +130,7 @@ def plan_data(ctx: Context) -> None:
             why = ("it shuffles: a training loader (an evaluation's order does not matter); "
                    "where its passes start is not followed, so its sampler moves to the next "
                    "epoch after each pass")
-        if kind == "train" and builds_both(facts, call, names, train_names):
+        if kind in ("train", "eval") and builds_both(facts, call, names, train_names):
             mixed |= names
             plan.finding(call, "data.mixed_helper",
                          "this function builds training and evaluation loaders "
@@ -154,6 +154,12 @@ def plan_data(ctx: Context) -> None:
                          "shuffle=...)` and drop `shuffle`")
     built = {n for call in loaders for n in construction_names(facts, call)} - mixed
     rebuilt = rebuild_unseen_loaders(ctx, loops, built)
+    if mixed and not rebuilt and not sharded:  # "sharded where it is used": it was not
+        plan.finding(None, "data.unknown_loader", "a helper builds the training and the "
+                     "evaluation loaders, and where the training one is used was not found: "
+                     "left unsharded (every rank reads all of it)", "shard it where it is "
+                     "bound: `sampler=DistributedSampler(dataset, shuffle=True)` in the "
+                     "helper's call for training, `shuffle` dropped")
     sharded, epoched = sharded | rebuilt, epoched | rebuilt
     hand_made = share_hand_made(ctx, sharded) | share_slices(ctx)
     _unshared_streams(ctx)

@@ -61,6 +61,7 @@ _RANK0_CALLS = frozenset({"wandb.log", "wandb.finish", "wandb.watch", "wandb.sav
 def plan_output(ctx: Context) -> None:
     facts = ctx.facts
     loggers = _names_assigned_from(facts, {"logging.getLogger"})
+    loggers |= _loggers_from_factories(facts, loggers)
     writers = _names_assigned_from(facts, other_ranks.OBJECTS)
     writer_roots = _roots_assigned_from(ctx, other_ranks.OBJECTS)
     bars = _names_assigned_from(facts, _TQDM)
@@ -134,6 +135,21 @@ def _before_main_guard(ctx: Context, node: cst.CSTNode) -> bool:
     return (ctx.facts.module_of(node) is entry and entry.main_guard is not None
             and top is not entry.main_guard and not isinstance(
                 top, (cst.FunctionDef, cst.ClassDef)))
+
+
+def _loggers_from_factories(facts: Facts, loggers: set[str]) -> set[str]:
+    """`self.logger = get_logger(args.log_dir)` where the project's get_logger returns
+    what `logging.getLogger(...)` made (AGCRN's lib/logger.py): a logger too."""
+    factories = set()
+    for node in facts.returns:
+        func = facts.function(node)
+        value = node.value
+        if func is not None and value is not None and (dotted(value) in loggers or (
+                isinstance(value, cst.Call) and facts.call_name(value) == "logging.getLogger")):
+            factories.add(id(func))
+    return {code for call in facts.calls
+            if id(facts.local_definition(call)) in factories
+            for target in other_ranks.bound_to(facts, call) if (code := dotted(target))}
 
 
 def _names_assigned_from(facts: Facts, callees: set[str] | frozenset[str]) -> set[str]:

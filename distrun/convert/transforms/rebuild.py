@@ -53,7 +53,7 @@ def rebuild_unseen_loaders(ctx: Context, loops: list[TrainLoop], seen: set[str])
         members = flow.component(place)
         for member in members:
             for target in flow.bindings(member):
-                assign = facts.parent.get(facts.parent.get(target, target))
+                assign = _assignment(facts, target)
                 stmt = facts.statement(target)
                 name = dotted(target)
                 if (not isinstance(assign, cst.Assign) or not isinstance(assign.value, cst.Call)
@@ -67,6 +67,15 @@ def rebuild_unseen_loaders(ctx: Context, loops: list[TrainLoop], seen: set[str])
                 _rebuild(ctx, stmt, name, tl.loop)
                 rebuilt |= names | {name.rsplit(".", 1)[-1]}
     return rebuilt
+
+
+def _assignment(facts: Facts, target: cst.CSTNode) -> cst.CSTNode | None:
+    """The statement part that binds `target`: `x = ...`, or `a, x, b = ...` (a helper
+    returning the loaders of every split)."""
+    node = facts.parent.get(target, target)
+    while isinstance(node, (cst.Element, cst.Tuple, cst.List)):
+        node = facts.parent.get(node, node)
+    return facts.parent.get(node)
 
 
 def _derived(ctx: Context, value: cst.Call, members: set[Place]) -> bool:

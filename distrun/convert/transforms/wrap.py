@@ -182,7 +182,7 @@ def _binding_blocks(ctx: Context, home: Home) -> Iterator[tuple[list[cst.BaseSta
     place = Place(home.scope, f"self.{home.name}")
     methods = []
     for node in facts.attributes:
-        if isinstance(facts.parent.get(node), cst.AssignTarget) and flow.place_of(node) == place \
+        if _assigned_to(facts, node) and flow.place_of(node) == place \
                 and not flow.placeholder(node):
             method = facts.function(node)
             if method is not None and method not in methods:
@@ -194,6 +194,14 @@ def _binding_blocks(ctx: Context, home: Home) -> Iterator[tuple[list[cst.BaseSta
     for method in methods:
         if isinstance(method.body, cst.IndentedBlock):
             yield list(method.body.body), place
+
+
+def _assigned_to(facts: Facts, node: cst.CSTNode) -> bool:
+    """Is `node` an assignment's target, alone or in a tuple (`self.model, self.opt = m, o`)?"""
+    parent = facts.parent.get(node)
+    while isinstance(parent, (cst.Element, cst.Tuple, cst.List)):
+        parent = facts.parent.get(parent)
+    return isinstance(parent, cst.AssignTarget)
 
 
 def _walk(ctx: Context, block: list[cst.BaseStatement], place: Place,
