@@ -391,6 +391,27 @@ def test_a_repository_laid_out_like_agcrn_converts_whole_and_trains_as_one(
     assert_same_checkpoint(tmp_path)
 
 
+def test_helpers_shared_by_training_and_evaluation_get_the_ddp_object_once(
+        tmp_path: Path) -> None:
+    """rasbt/LLMs-from-scratch's helpers: `calc_loss_batch(model, ...)` (the forward)
+    serves the training loop and, through `evaluate_model` -> `calc_loss_loader`, the
+    evaluation, in another module; the entry also prints `calc_loss_loader(val_loader,
+    model)` before training. Each function of the chain was unwrapped before the next was
+    known (`model.module` of the plain model: AttributeError in the notebook's form), and
+    the print, its argument rewritten to the DDP object, was left on every rank
+    (`launch --check`: [duplicate-output]). Now the chain hands the DDP object on as it
+    is, the value is computed on every rank and printed by rank 0: the original's run."""
+    project = tmp_path / "project"
+    shutil.copytree(FIXTURES / "project/helper_chain_shared/in", project)
+    converted = distrun("convert", "main.py", cwd=project)
+    assert converted.returncode == 0, converted.stdout + converted.stderr
+    assert "module" not in (tmp_path / "project_ddp/helpers.py").read_text()
+    single = run_single(project / "main.py", tmp_path)
+    multi = run_two(tmp_path / "project_ddp/main.py", tmp_path)
+    assert_same_checkpoint(tmp_path)
+    assert multi.stdout.strip() == single.stdout.strip() != ""
+
+
 def test_a_second_backward_through_a_kept_graph_is_averaged(tmp_path: Path) -> None:
     """The simple GAN's `loss_disc.backward(retain_graph=True)` through the generator's
     undetached output, then `loss_gen.backward()` through the same graph: DDP averaged

@@ -28,10 +28,8 @@ from distrun.convert.analysis import Facts, dotted, keyword
 from distrun.convert.build import (
     append_keyword,
     code_of,
-    constant,
     expression,
     guard_rank0,
-    statement,
 )
 from distrun.convert.context import Context, Transform
 from distrun.convert.file_modes import kept_file, opens_for_writing
@@ -353,31 +351,16 @@ def _hoist(ctx: Context, call: cst.Call, own: list[cst.Call]) -> bool:
                 break
             if isinstance(node, _DEFERRED):
                 return False
-    if any(_edited_inside(ctx, inner) for inner in own):
-        return False  # its code, rewritten by another rule, cannot be moved as it stands
     stmt = facts.statement(call)
     assert stmt is not None
-    lines = []
     for inner in own:
         func = inner.func
         base = func.attr.value if isinstance(func, cst.Attribute) else facts.code(func)
         words = base.strip("_").split("_")
         base = "_".join(words[1:]) if len(words) > 1 and words[0] in _VERBS else base + "_value"
-        name = ctx.names.fresh(base)
-        lines.append(statement(f"{name} = {facts.code(inner)}\n"))
-        ctx.plan.rewrite(inner, constant(cst.Name(name)))
-    ctx.plan.insert_before(stmt, lines)
+        # as the other rules rewrite it (`evaluate(model)` given the DDP object)
+        ctx.plan.hoist(inner, stmt, ctx.names.fresh(base))
     return True
-
-
-def _edited_inside(ctx: Context, node: cst.CSTNode) -> bool:
-    """Has a rule already planned to rewrite something inside `node`?"""
-    facts = ctx.facts
-    module = facts.module_of(node)
-    lo, hi = facts.spans[node]
-    return any(other is not node and other in facts.spans and facts.module_of(other) is module
-               and lo <= facts.spans[other][0] and facts.spans[other][1] <= hi
-               for other in ctx.plan.replace)
 
 
 def _disable_bar(ctx: Context, call: cst.Call) -> None:

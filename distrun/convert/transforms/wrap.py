@@ -51,12 +51,14 @@ def plan_wraps(ctx: Context, model: Model) -> None:
             _call_through(ctx, model, call, home, ddp_names[home])
         else:
             model.wrapped.calls[call] = ctx.facts.code(_called(call))
-    for home in homes:
-        if home.kind == "param":
-            assert isinstance(home.scope, cst.FunctionDef)
-            model.wrapped.parameters.add((home.scope, home.name))
-            _pass_ddp(ctx, model, home, ddp_names, direct)
-            unwrap_param_uses(ctx, model, home)
+    given = [home for home in homes if home.kind == "param"]
+    for home in given:
+        assert isinstance(home.scope, cst.FunctionDef)
+        model.wrapped.parameters.add((home.scope, home.name))
+    for home in list(given):
+        _pass_ddp(ctx, model, home, ddp_names, direct, given)
+    for home in given:  # once every function that hands the DDP object on is known
+        unwrap_param_uses(ctx, model, home)
     moved = is_moved(ctx.facts, ctx.flow, model)
     for home, sites in direct.items():
         if home.kind != "param" and sites:
@@ -108,7 +110,7 @@ def _call_through(ctx: Context, model: Model, call: cst.Call, home: Home, ddp: s
 
 
 def _pass_ddp(ctx: Context, model: Model, home: Home, ddp_names: dict[Home, str],
-              direct: dict[Home, list[cst.CSTNode]]) -> None:
+              direct: dict[Home, list[cst.CSTNode]], given: list[Home]) -> None:
     """Callers of a function that trains the model it receives pass the DDP object."""
     facts, flow = ctx.facts, ctx.flow
     assert isinstance(home.scope, cst.FunctionDef)
@@ -133,8 +135,8 @@ def _pass_ddp(ctx: Context, model: Model, home: Home, ddp_names: dict[Home, str]
             if (caller.scope, caller.name) not in model.wrapped.parameters:
                 assert isinstance(caller.scope, cst.FunctionDef)
                 model.wrapped.parameters.add((caller.scope, caller.name))
-                _pass_ddp(ctx, model, caller, ddp_names, direct)  # its callers pass it
-                unwrap_param_uses(ctx, model, caller)
+                given.append(caller)
+                _pass_ddp(ctx, model, caller, ddp_names, direct, given)  # its callers pass it
             continue
         if caller not in ddp_names:
             ddp_names[caller] = _ddp_name(ctx, caller)
