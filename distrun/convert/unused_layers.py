@@ -21,6 +21,8 @@ the hint when DDP stops on it.
 
 from __future__ import annotations
 
+import re
+
 import libcst as cst
 
 from distrun.convert.analysis import dotted
@@ -143,6 +145,14 @@ def _family(ctx: Context, cls: cst.ClassDef) -> list[cst.ClassDef]:
     return members
 
 
+# torch.nn layers with no parameter: idle or not, they give DDP nothing to wait for
+_PARAMETERLESS = re.compile(
+    r"(ReLU6?|LeakyReLU|RReLU|ELU|SELU|CELU|GELU|SiLU|Mish|Tanh|Sigmoid|Hardtanh|Hardswish|"
+    r"Hardsigmoid|Softplus|Softsign|Tanhshrink|Softmax|Softmax2d|LogSoftmax|Softmin|"
+    r"Dropout\w*|AlphaDropout|Identity|Flatten|Unflatten|\w*Pool\dd|Upsample\w*|"
+    r"PixelShuffle|PixelUnshuffle|\w*Pad\dd|ChannelShuffle)$")
+
+
 def _layers_set(ctx: Context, init: cst.FunctionDef) -> list[tuple[str, cst.CSTNode]]:
     """`self.x = nn.Layer(...)` (a torch.nn class, or a class of the project) in `init`."""
     found: list[tuple[str, cst.CSTNode]] = []
@@ -159,7 +169,8 @@ def _layers_set(ctx: Context, init: cst.FunctionDef) -> list[tuple[str, cst.CSTN
         name = ctx.facts.call_name(small.value) or ""
         layer = name.startswith("torch.nn.") and name.rsplit(".", 1)[-1][:1].isupper() \
             and name not in ("torch.nn.Parameter", "torch.nn.ModuleList",
-                             "torch.nn.ModuleDict", "torch.nn.ParameterList")
+                             "torch.nn.ModuleDict", "torch.nn.ParameterList") \
+            and not _PARAMETERLESS.match(name.rsplit(".", 1)[-1])
         own = ctx.facts.local_definition(small.value)
         if target.startswith("self.") and target.count(".") == 1 and (
                 layer or isinstance(own, cst.ClassDef)):

@@ -412,6 +412,27 @@ def test_helpers_shared_by_training_and_evaluation_get_the_ddp_object_once(
     assert multi.stdout.strip() == single.stdout.strip() != ""
 
 
+def test_data_drawn_when_the_data_set_is_built_is_rank_0s_and_its_alias_reshuffled(
+        tmp_path: Path) -> None:
+    """mazzamani/LSTM_pytorch's form: a Dataset that draws its samples in `__init__`
+    with numpy's unseeded generator, built through an alias (`Data = SequenceDataset`),
+    and one `update(mode)` for every phase whose loop reads `load = train_loader`. Each
+    rank built other data, silently (the shim seeds rank 1 otherwise, as separate
+    processes are), and no set_epoch was placed (`launch --check`: [no-set-epoch]). Now
+    rank 0 builds the data sets and sends them, and the sampler moves on after the alias:
+    the original's training."""
+    script = tmp_path / "seq.py"
+    script.write_text((FIXTURES / "data/dataset_drawn_in_init.py").read_text())
+    converted = distrun("convert", "seq.py", cwd=tmp_path)
+    assert converted.returncode == 0, converted.stdout + converted.stderr
+    assert converted.stdout.count("`SequenceDataset.__init__` draws its samples") == 2
+    env = {"PYTHONPATH": str(ROOT / "tests/projects/shim"), "DISTRUN_SHIM_SEED_BY_RANK": "1"}
+    single = run_single(script, tmp_path, env=env)
+    multi = run_two(tmp_path / "seq_ddp.py", tmp_path, env=env)
+    assert_same_checkpoint(tmp_path)
+    assert multi.stdout.strip() == single.stdout.strip() != ""  # the same validation set
+
+
 def test_a_second_backward_through_a_kept_graph_is_averaged(tmp_path: Path) -> None:
     """The simple GAN's `loss_disc.backward(retain_graph=True)` through the generator's
     undetached output, then `loss_gen.backward()` through the same graph: DDP averaged

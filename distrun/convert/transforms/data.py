@@ -37,7 +37,7 @@ from distrun.convert.object_flow import Place
 from distrun.convert.transforms.batch_samplers import share_batch_sampler
 from distrun.convert.transforms.batches import share_hand_made
 from distrun.convert.transforms.epochs import (
-    place_set_epoch,
+    place_set_epochs,
     set_epoch_in_endless_passes,
     set_epoch_on_new_iterators,
 )
@@ -171,10 +171,7 @@ def plan_data(ctx: Context) -> None:
                      "wrap the data in a Dataset and a DataLoader, or slice it per rank: "
                      "`data[RANK::WORLD_SIZE]`")
         return
-    placed: set[tuple[int, str]] = set()
-    for tl in loops:
-        if origin_names(facts, tl.loader, facts.scope(tl.loop), 0) & epoched:
-            place_set_epoch(ctx, tl.loop, tl.loader, facts.scope(tl.loop), 0, placed)
+    place_set_epochs(ctx, loops, epoched)
     if not ctx.target.loaders_count_epochs:
         set_epoch_on_new_iterators(ctx, epoched)
         set_epoch_in_endless_passes(ctx, epoched)

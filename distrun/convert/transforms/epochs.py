@@ -13,8 +13,43 @@ import libcst as cst
 from distrun.convert.analysis import Facts, dotted
 from distrun.convert.build import statement
 from distrun.convert.context import Context
-from distrun.convert.idioms import assigns_inside, origin_names, unwrap_iter
+from distrun.convert.idioms import TrainLoop, assigns_inside, origin_names, unwrap_iter
 from distrun.convert.syntax import walk
+
+
+def place_set_epochs(ctx: Context, loops: list[TrainLoop], epoched: set[str]) -> None:
+    """`set_epoch` for each training loop over a sharded loader, also one the loop reads
+    through a local alias (`if mode == 'train': load = train_loader`, then `for ... in
+    load:`): after the alias's statement, in its branch, with the sampler's own count."""
+    facts = ctx.facts
+    placed: set[tuple[int, str]] = set()
+    for tl in loops:
+        if origin_names(facts, tl.loader, facts.scope(tl.loop), 0) & epoched:
+            place_set_epoch(ctx, tl.loop, tl.loader, facts.scope(tl.loop), 0, placed)
+        elif not ctx.target.loaders_count_epochs:
+            for stmt, source in _aliases(ctx, tl, epoched):
+                if (id(stmt), source) not in placed:
+                    placed.add((id(stmt), source))
+                    _insert_set_epoch(ctx, stmt, source, None, tl.loop, after=True)
+
+
+def _aliases(ctx: Context, tl: TrainLoop, epoched: set[str]
+             ) -> list[tuple[cst.CSTNode, str]]:
+    """The statements `load = train_loader` binding the loop's loader name, in the loop's
+    function, to a sharded loader: each with the loader it names."""
+    facts = ctx.facts
+    func = facts.function(tl.loop)
+    found: list[tuple[cst.CSTNode, str]] = []
+    for assign in facts.assigns:
+        if "." in tl.loader or not isinstance(assign, cst.Assign) or len(
+                assign.targets) != 1 or facts.function(assign) is not func:
+            continue
+        target, source = assign.targets[0].target, dotted(assign.value)
+        stmt = facts.statement(assign)
+        if isinstance(target, cst.Name) and target.value == tl.loader and source and stmt \
+                and origin_names(facts, source, facts.scope(assign), 0) & epoched:
+            found.append((stmt, source))
+    return found
 
 
 def place_set_epoch(ctx: Context, at: cst.CSTNode, loader: str,
@@ -92,7 +127,7 @@ def _given_by_several(facts: Facts, at: cst.CSTNode, loader: str) -> bool:
 
 
 def _insert_set_epoch(ctx: Context, before: cst.CSTNode, loader: str, epoch: str | None,
-                      where: cst.CSTNode, guarded: bool = False) -> None:
+                      where: cst.CSTNode, guarded: bool = False, after: bool = False) -> None:
     """`loader.sampler.set_epoch(epoch)` before `before`; without an epoch number (a
     `while` loop, a function run once per epoch), the sampler's own count goes on.
     `guarded`: only where the loader's sampler has a `set_epoch` (a function several
@@ -103,11 +138,12 @@ def _insert_set_epoch(ctx: Context, before: cst.CSTNode, loader: str, epoch: str
         call = f"{loader}.sampler.set_epoch({loader}.sampler.epoch + 1)"
     else:
         call = ctx.target.set_epoch(loader, epoch)
-    if guarded and call.startswith(f"{loader}.sampler.set_epoch("):
-        ctx.plan.insert_before(before, [statement(
-            f'if hasattr({loader}.sampler, "set_epoch"):\n    {call}\n')])
+    line = statement(f'if hasattr({loader}.sampler, "set_epoch"):\n    {call}\n') if (
+        guarded and call.startswith(f"{loader}.sampler.set_epoch(")) else statement(f"{call}\n")
+    if after:
+        ctx.plan.insert_after(before, [line])
     else:
-        ctx.plan.insert_before(before, [statement(f"{call}\n")])
+        ctx.plan.insert_before(before, [line])
     ctx.plan.change(where, "data.set_epoch",
                     f"`{call}` at the start of each epoch, so every epoch gets "
                     "a new shuffle" + (f" (where its sampler has one: the callers of "

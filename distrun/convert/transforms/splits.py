@@ -77,6 +77,7 @@ def same_splits(ctx: Context) -> None:
     facts = ctx.facts
     seeded = {library for library, seeds in _SEEDS.items()
               if any(facts.call_name(c) in seeds | _SEED_ALL for c in facts.calls)}
+    built: set[int] = set()  # the data sets' constructions already made rank 0's
     for call in facts.calls:
         name = facts.call_name(call) or ""
         splitter = _unseeded_splitter(ctx, call)
@@ -85,6 +86,8 @@ def same_splits(ctx: Context) -> None:
                 "numpy" if _frame_sample(call) or splitter else None)
         if library is None or library in seeded or keyword(call, "generator") is not None \
                 or keyword(call, "random_state") is not None:
+            continue
+        if _drawn_in_a_data_set(ctx, call, built):
             continue
         if not _made_once(ctx, call) or name in _VALUES and not _every_rank_runs(ctx, call):
             continue
@@ -101,6 +104,37 @@ def _frame_sample(call: cst.Call) -> bool:
     numpy's generator when not given random_state=)."""
     return isinstance(call.func, cst.Attribute) and call.func.attr.value == "sample" and (
         keyword(call, "frac") is not None or keyword(call, "n") is not None)
+
+
+def _drawn_in_a_data_set(ctx: Context, call: cst.Call, built: set[int]) -> bool:
+    """A draw in a Dataset's `__init__` (synthetic samples made when it is built: a
+    sequence data set of random lengths and labels): each rank would build other data,
+    and the sampler would shard sets that differ. Each construction made once becomes
+    `rank0_value(Data(...))`: rank 0 builds it as the original does and sends it (the data
+    set must pickle). True when the draw is in such an `__init__` (handled or not)."""
+    facts = ctx.facts
+    func = facts.function(call)
+    cls = facts.enclosing_class(func) if func is not None else None
+    if func is None or cls is None or func.name.value != "__init__" or not any(
+            (ctx.facts.qualname(b.value) or "").endswith("Dataset") for b in cls.bases):
+        return False
+    name = ctx.names.rank0_value
+    aliases = {t.target.value for a in facts.assigns if isinstance(a, cst.Assign)
+               and isinstance(a.value, cst.Name) and a.value.value == cls.name.value
+               for t in a.targets if isinstance(t.target, cst.Name)}  # `Data = Identity`
+    for made in facts.calls:
+        if not (facts.local_definition(made) is cls or isinstance(made.func, cst.Name)
+                and made.func.value in aliases) or id(made) in built \
+                or not _made_once(ctx, made):
+            continue
+        built.add(id(made))
+        _define(ctx, made, "rank0_value", name)
+        ctx.plan.rewrite(made, lambda node: expression(f"{name}({code_of(node)})"))
+        ctx.plan.change(made, "data.same_split", f"`{cls.name.value}.__init__` draws its "
+                        f"samples without a seed (`{facts.code(call.func)}(...)`): each "
+                        f"rank would build other data; `{name}({cls.name.value}(...))`: "
+                        "rank 0 builds it and every rank takes it (it is sent once)")
+    return True
 
 
 def _unseeded_splitter(ctx: Context, call: cst.Call) -> bool:
