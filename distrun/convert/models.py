@@ -32,11 +32,11 @@ from distrun.convert.idioms import (
     unwrap_iter,
 )
 from distrun.convert.object_flow import Flow, Place
+from distrun.convert.updaters import PARAMETERS, never_called, updated_by_hand
 
 _NO_GRAD = frozenset({"torch.no_grad", "torch.inference_mode", "torch.autograd.no_grad",
                       "torch.autograd.grad_mode.no_grad",
                       "torch.autograd.grad_mode.inference_mode"})
-_PARAMETERS = ("parameters", "named_parameters")
 # Methods that put parameters into a list (or set, dict) the optimizer is given.
 _FILLS = frozenset({"append", "extend", "insert", "add", "update"})
 
@@ -88,9 +88,9 @@ def find_models(facts: Facts, flow: Flow) -> list[Model]:
     found: list[tuple[cst.Call | cst.For, cst.BaseExpression]] = [
         (call, receiver) for call in facts.calls if _builds_optimizer(facts, call)
         for receiver in _parameter_receivers(facts, call)]
-    found += _updated_by_hand(facts)
+    found += updated_by_hand(facts)
     for updater, receiver in found:
-        if _never_called(facts, updater):
+        if never_called(facts, updater):
             continue  # an optimizer factory the project never calls (AGCRN's init_optim)
         place = _model_place(facts, flow, receiver)
         if place is None or any(flow.same(place, m.place) for m in models):
@@ -99,33 +99,6 @@ def find_models(facts: Facts, flow: Flow) -> list[Model]:
         _find_forwards(facts, flow, model)
         models.append(model)
     return models
-
-
-def _never_called(facts: Facts, node: cst.CSTNode) -> bool:
-    """Is `node` in a plain function (not a method) whose name no other line of the
-    project reads: dead code, a factory nothing calls nor hands on?"""
-    func = facts.function(node)
-    if func is None or facts.enclosing_class(func) is not None:
-        return False
-    name = func.name.value
-    return not any(n.value == name and n is not func.name for n in facts.names) and not any(
-        a.attr.value == name for a in facts.attributes)
-
-
-def _updated_by_hand(facts: Facts) -> list[tuple[cst.Call | cst.For, cst.BaseExpression]]:
-    """`for p in model.parameters(): p.data.add_(p.grad, alpha=-lr)`: a model trained
-    without an optimizer (pytorch/examples word_language_model)."""
-    found: list[tuple[cst.Call | cst.For, cst.BaseExpression]] = []
-    for loop in facts.for_loops:
-        source = loop.iter
-        if not (isinstance(source, cst.Call) and isinstance(source.func, cst.Attribute)
-                and source.func.attr.value in _PARAMETERS and isinstance(loop.target, cst.Name)):
-            continue
-        var = loop.target.value
-        if any(node.attr.value == "grad" and dotted(node.value) == var
-               and facts.inside(node, loop.body) for node in facts.attributes):
-            found.append((loop, source.func.value))
-    return found
 
 
 def _builds_optimizer(facts: Facts, call: cst.Call) -> bool:
@@ -237,7 +210,7 @@ def _sources(facts: Facts, scope: cst.CSTNode, names: set[str]) -> list[cst.CSTN
 
 def _receivers_in(facts: Facts, node: cst.CSTNode) -> list[cst.BaseExpression]:
     return [inner.func.value for inner in facts.calls_in(node)
-            if isinstance(inner.func, cst.Attribute) and inner.func.attr.value in _PARAMETERS]
+            if isinstance(inner.func, cst.Attribute) and inner.func.attr.value in PARAMETERS]
 
 
 def _model_place(facts: Facts, flow: Flow, receiver: cst.BaseExpression) -> Place | None:
