@@ -239,7 +239,10 @@ def _value_digest(value: object, depth: int = 0) -> bytes | None:
         import numpy as np
 
         if isinstance(value, np.ndarray):
-            if value.dtype.kind not in "biufc":  # strings: their bytes
+            if value.dtype.kind == "O":  # Python objects: their values, never pointers
+                shown = repr(value.reshape(-1)[:SAMPLED].tolist())
+                return None if " at 0x" in shown else repr(value.shape).encode() + shown.encode()
+            if value.dtype.kind not in "biufc":  # fixed-width strings: their bytes
                 return repr(value.shape).encode() + value.reshape(-1)[:SAMPLED].tobytes()
             value = torch.from_numpy(np.ascontiguousarray(value))
     except (ImportError, TypeError, ValueError):

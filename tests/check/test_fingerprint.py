@@ -44,3 +44,24 @@ def test_batches_of_nested_structures() -> None:
     assert size == 4
     assert digest == fp.batch_fingerprint({"meta": ["a", 1, None], "x": x.clone()})[0]
     assert digest != fp.batch_fingerprint({"x": x + 1, "meta": ["a", 1, None]})[0]
+
+
+def test_a_data_set_of_python_strings_has_the_same_content_digest_in_every_process() -> None:
+    """bert_sentiment's Dataset keeps its reviews as a numpy array of Python strings
+    (dtype object): their bytes are pointers, other in every process, so launch --check
+    said [split-differs] of equal data. Two arrays of equal strings made apart (other
+    objects, other addresses) must give one digest; other strings another."""
+    import numpy as np
+
+    from distrun.check.probe_loaders import _content
+
+    class Reviews:
+        def __init__(self, texts: list[str]) -> None:
+            self.review = np.array(texts, dtype=object)
+            self.target = np.arange(len(texts))
+
+    first = Reviews([f"review {i} " * 3 for i in range(40)])
+    again = Reviews([f"review {i} " * 3 for i in range(40)])
+    other = Reviews([f"review {i + 1} " * 3 for i in range(40)])
+    assert first.review[0] is not again.review[0]  # other objects, other addresses
+    assert _content(first) == _content(again) != _content(other)
