@@ -22,6 +22,16 @@ pytestmark = pytest.mark.e2e
 FIXTURES = ROOT / "tests/convert/fixtures"
 
 
+def convert_fixture(tmp_path: Path, fixture: str, name: str) -> tuple[Path, str]:
+    """The fixture FIXTURES/`fixture` as `tmp_path`/NAME.py, converted there (exit 0): the
+    script and convert's report."""
+    script = tmp_path / f"{name}.py"
+    script.write_text((FIXTURES / fixture).read_text())
+    converted = distrun("convert", script.name, cwd=tmp_path)
+    assert converted.returncode == 0, converted.stdout + converted.stderr
+    return script, converted.stdout
+
+
 @pytest.mark.parametrize(("case", "said"), [
     ("model/unused_layer", "spare.py:15: model.find_unused: `Net.spare` is built and never used"),
     ("model/dead_output", "spare.py:26: model.find_unused: `Net.attn` is called in `forward`, "
@@ -50,11 +60,8 @@ def test_layers_a_step_may_leave_without_gradient_do_not_stop_ddp(tmp_path: Path
     stopped every rank ("Expected to have finished reduction in the prior iteration"),
     rank 1 after its head had already diverged. Made with find_unused_parameters=True, the
     run is the original's."""
-    script = tmp_path / "idle.py"
-    script.write_text((FIXTURES / "model/sometimes_idle.py").read_text())
-    converted = distrun("convert", "idle.py", cwd=tmp_path)
-    assert converted.returncode == 0, converted.stdout + converted.stderr
-    assert converted.stdout.count("model.find_unused") == 2, converted.stdout
+    script, said = convert_fixture(tmp_path, "model/sometimes_idle.py", "idle")
+    assert said.count("model.find_unused") == 2, said
     run_single(script, tmp_path)
     run_two(tmp_path / "idle_ddp.py", tmp_path)
     assert_same_checkpoint(tmp_path)
@@ -138,12 +145,9 @@ def test_a_loop_left_on_the_loss_is_left_at_the_same_step_by_every_rank(tmp_path
     the agreement rank 0 left first and rank 1 waited in DDP's all-reduce until stopped
     (seen by hand). Converted, both read the mean over the ranks: they leave at epoch 13,
     as the single process does, with its weights (so with its learning rates)."""
-    script = tmp_path / "stop.py"
-    script.write_text((FIXTURES / "agreed/loss_tests.py").read_text())
-    converted = distrun("convert", "stop.py", cwd=tmp_path)
-    assert converted.returncode == 0, converted.stdout + converted.stderr
-    assert "stop.py:41: agreed.exit" in converted.stdout
-    assert "stop.py:38: agreed.scheduler" in converted.stdout, converted.stdout
+    script, said = convert_fixture(tmp_path, "agreed/loss_tests.py", "stop")
+    assert "stop.py:41: agreed.exit" in said
+    assert "stop.py:38: agreed.scheduler" in said, said
     single = run_single(script, tmp_path)
     assert "stopped at epoch 13" in single.stdout
     multi = run_two(tmp_path / "stop_ddp.py", tmp_path)
@@ -156,11 +160,8 @@ def test_the_best_weights_kept_on_the_training_loss_are_the_originals(tmp_path: 
     the end: the whole batch's loss is lowest at epoch 3, rank 0's share's at epoch 6
     (computed by hand), so rank 0, the one that saves, would keep other weights than the
     original (exit 0, the weights off by far more than 1e-5: seen without the mean)."""
-    script = tmp_path / "best.py"
-    script.write_text((FIXTURES / "agreed/best_on_training_loss.py").read_text())
-    converted = distrun("convert", "best.py", cwd=tmp_path)
-    assert converted.returncode == 0, converted.stdout + converted.stderr
-    assert "best.py:19: agreed.kept" in converted.stdout, converted.stdout
+    script, said = convert_fixture(tmp_path, "agreed/best_on_training_loss.py", "best")
+    assert "best.py:19: agreed.kept" in said, said
     run_single(script, tmp_path)
     run_two(tmp_path / "best_ddp.py", tmp_path)
     assert_same_checkpoint(tmp_path)
@@ -171,12 +172,9 @@ def test_a_stream_of_samples_is_dealt_out_by_rank_0(tmp_path: Path) -> None:
     rank would train on the whole stream; convert refused it, exit 4). Rank 0 reads the
     stream and deals the batches: the run is the original's (batch 64 against 32 per
     rank, two batches of the stream per step)."""
-    script = tmp_path / "stream.py"
-    script.write_text((FIXTURES / "data/iterable_stream.py").read_text())
-    converted = distrun("convert", "stream.py", cwd=tmp_path)
-    assert converted.returncode == 0, converted.stdout + converted.stderr
+    script, said = convert_fixture(tmp_path, "data/iterable_stream.py", "stream")
     assert "stream.py:24: data.rank_batches: batches made by a DataLoader over `Stream`" in (
-        converted.stdout), converted.stdout
+        said), said
     run_single(script, tmp_path)
     run_two(tmp_path / "stream_ddp.py", tmp_path)
     assert_same_checkpoint(tmp_path)
@@ -189,11 +187,8 @@ def test_a_table_shuffled_split_and_folded_without_a_seed_is_rank_0s_on_every_ra
     splits and folds its own way (the projects' shim seeds rank 1 otherwise, as separate
     processes are), so the sampler shards tables that differ. Converted, every rank takes
     rank 0's draws: the original's training, fold by fold."""
-    script = tmp_path / "table.py"
-    script.write_text((FIXTURES / "data/kfold_splits.py").read_text())
-    converted = distrun("convert", "table.py", cwd=tmp_path)
-    assert converted.returncode == 0, converted.stdout + converted.stderr
-    assert converted.stdout.count("data.same_split") == 3, converted.stdout
+    script, said = convert_fixture(tmp_path, "data/kfold_splits.py", "table")
+    assert said.count("data.same_split") == 3, said
     env = {"PYTHONPATH": str(ROOT / "tests/projects/shim"), "DISTRUN_SHIM_SEED_BY_RANK": "1"}
     single = run_single(script, tmp_path, env=env)
     multi = run_two(tmp_path / "table_ddp.py", tmp_path, env=env)
@@ -207,12 +202,9 @@ def test_a_loader_read_through_a_progress_bar_in_a_name_moves_to_the_next_epoch(
     diffusion model's loop): the loader was not found behind the name, no set_epoch was
     placed, and launch --check said "[no-set-epoch] ... every epoch has the same order".
     Converted, the sampler moves on each epoch: the check finds nothing."""
-    script = tmp_path / "bar.py"
-    script.write_text((FIXTURES / "data/progress_bar_variable.py").read_text())
-    converted = distrun("convert", "bar.py", cwd=tmp_path)
-    assert converted.returncode == 0, converted.stdout + converted.stderr
+    script, said = convert_fixture(tmp_path, "data/progress_bar_variable.py", "bar")
     assert "bar.py:10: data.set_epoch: `dataloader.sampler.set_epoch(epoch)`" in (
-        converted.stdout), converted.stdout
+        said), said
     run_two(tmp_path / "bar_ddp.py", tmp_path)  # --check: [no-set-epoch] would fail it
 
 
@@ -221,11 +213,8 @@ def test_a_list_of_batches_made_by_hand_is_dealt_out(tmp_path: Path) -> None:
     targets in batches:` (PyTorch's NLP tutorials train on such lists): every rank trained
     on every batch (convert refused it, "no DataLoader found", exit 4). Each rank now takes
     one of every WORLD_SIZE batches: with the batch size halved, the original's steps."""
-    script = tmp_path / "listed.py"
-    script.write_text((FIXTURES / "data/list_of_batches.py").read_text())
-    converted = distrun("convert", "listed.py", cwd=tmp_path)
-    assert converted.returncode == 0, converted.stdout + converted.stderr
-    assert "listed.py:13: data.rank_batches: batches made by `batches`" in converted.stdout
+    script, said = convert_fixture(tmp_path, "data/list_of_batches.py", "listed")
+    assert "listed.py:13: data.rank_batches: batches made by `batches`" in said
     run_single(script, tmp_path)
     run_two(tmp_path / "listed_ddp.py", tmp_path)
     assert_same_checkpoint(tmp_path)
@@ -238,12 +227,9 @@ def test_a_batch_class_named_like_a_loader_is_dealt_out_and_its_count_said(
     rebuilt as an unseen DataLoader (`shard_loader`, a TypeError on every rank at the
     start) and dealt out by `rank_batches`. Now only dealt out: the original's steps; and
     the step count made from its `n_batches` (all the batches) is reported."""
-    script = tmp_path / "accum.py"
-    script.write_text((FIXTURES / "data/batch_class_named_loader.py").read_text())
-    converted = distrun("convert", "accum.py", cwd=tmp_path)
-    assert converted.returncode == 0, converted.stdout + converted.stderr
+    script, said = convert_fixture(tmp_path, "data/batch_class_named_loader.py", "accum")
     assert "accum.py:29: warning: `train_loader.n_batches` counts all the batches" in (
-        converted.stdout), converted.stdout
+        said), said
     assert "shard_loader" not in (tmp_path / "accum_ddp.py").read_text()
     run_single(script, tmp_path)
     run_two(tmp_path / "accum_ddp.py", tmp_path)
@@ -257,12 +243,9 @@ def test_a_model_trained_through_a_container_is_averaged_by_hand(tmp_path: Path)
     forward pass ... found"), and with --partial each rank trained its own student with
     exit 0. Now rank 0's weights are broadcast and the gradients averaged by hand before
     every step: the original's training."""
-    script = tmp_path / "distill.py"
-    script.write_text((FIXTURES / "model/container_model.py").read_text())
-    converted = distrun("convert", "distill.py", cwd=tmp_path)
-    assert converted.returncode == 0, converted.stdout + converted.stderr
+    script, said = convert_fixture(tmp_path, "model/container_model.py", "distill")
     assert "distill.py:31: model.hand_average: no training forward pass of `modules`" in (
-        converted.stdout), converted.stdout
+        said), said
     run_single(script, tmp_path)
     run_two(tmp_path / "distill_ddp.py", tmp_path)
     assert_same_checkpoint(tmp_path)
@@ -274,12 +257,9 @@ def test_a_model_store_save_is_rank_0s_and_its_result_every_rank_s(tmp_path: Pat
     (`launch --check`: [shared-write], exit 3). Now rank 0 saves through `rank0_call`
     and every rank gets its result. BentoML is the project shim's stand-in, which logs
     the rank of each save."""
-    script = tmp_path / "store.py"
-    script.write_text((FIXTURES / "checkpoint/model_store_save.py").read_text())
-    converted = distrun("convert", "store.py", cwd=tmp_path)
-    assert converted.returncode == 0, converted.stdout + converted.stderr
+    script, said = convert_fixture(tmp_path, "checkpoint/model_store_save.py", "store")
     assert "store.py:20: checkpoint.rank0_save: `bentoml.pytorch.save_model` on rank 0" in (
-        converted.stdout), converted.stdout
+        said), said
     env = {"PYTHONPATH": str(ROOT / "tests/projects/kfold_bentoml_mnist/shim")}
     run_single(script, tmp_path, env=env)
     (tmp_path / "bentoml_store/saves.log").unlink()
@@ -294,11 +274,8 @@ def test_batches_cut_by_hand_are_split_among_the_ranks(tmp_path: Path) -> None:
     `x = inputs[i:i + bs]`: no DataLoader, so convert exited 4 ("no DataLoader found"),
     and with --partial every rank trained on every batch. Now the ranks split each batch
     (`rank_slice`) of one permutation (rank 0's): the original's steps, to 1e-5."""
-    script = tmp_path / "slices.py"
-    script.write_text((FIXTURES / "data/slices_by_hand.py").read_text())
-    converted = distrun("convert", "slices.py", cwd=tmp_path)
-    assert converted.returncode == 0, converted.stdout + converted.stderr
-    assert converted.stdout.count("data.rank_slices") == 3, converted.stdout
+    script, said = convert_fixture(tmp_path, "data/slices_by_hand.py", "slices")
+    assert said.count("data.rank_slices") == 3, said
     run_single(script, tmp_path)
     run_two(tmp_path / "slices_ddp.py", tmp_path)
     assert_same_checkpoint(tmp_path)
@@ -309,11 +286,8 @@ def test_a_schedule_counted_from_the_dataset_spans_the_rank_s_steps(tmp_path: Pa
     dataset sharded, each rank takes 1/WORLD_SIZE of those steps, so the cycle was
     stretched (the weights 0.05 off, exit 0, and nothing said). The count is now this
     rank's share of the dataset: the original's learning rates, step by step."""
-    script = tmp_path / "cycle.py"
-    script.write_text((FIXTURES / "data/schedule_from_dataset.py").read_text())
-    converted = distrun("convert", "cycle.py", cwd=tmp_path)
-    assert converted.returncode == 0, converted.stdout + converted.stderr
-    assert "cycle.py:14: data.schedule_share: `len(train_dataset)`" in converted.stdout
+    script, said = convert_fixture(tmp_path, "data/schedule_from_dataset.py", "cycle")
+    assert "cycle.py:14: data.schedule_share: `len(train_dataset)`" in said
     run_single(script, tmp_path)
     run_two(tmp_path / "cycle_ddp.py", tmp_path)
     assert_same_checkpoint(tmp_path)
@@ -325,12 +299,9 @@ def test_a_model_handed_on_through_two_functions_is_wrapped(tmp_path: Path) -> N
     so no DDP object was made at all, convert said nothing and each rank trained its own
     model with exit 0 (`launch --check`: [params-diverged]). Now `fit()` gets `ddp_model`,
     its save reaches `model.module`: the original's training and keys."""
-    script = tmp_path / "chain.py"
-    script.write_text((FIXTURES / "model/handed_on_twice.py").read_text())
-    converted = distrun("convert", "chain.py", cwd=tmp_path)
-    assert converted.returncode == 0, converted.stdout + converted.stderr
+    script, said = convert_fixture(tmp_path, "model/handed_on_twice.py", "chain")
     assert "chain.py:32: model.pass_wrapper: `fit()` trains the model it is given" in (
-        converted.stdout), converted.stdout
+        said), said
     run_single(script, tmp_path)
     run_two(tmp_path / "chain_ddp.py", tmp_path)
     assert_same_checkpoint(tmp_path)
@@ -344,11 +315,8 @@ def test_a_trainer_given_loaders_of_two_kinds_moves_each_to_its_next_epoch(
     SequentialSampler, an AttributeError on every rank (adambielski/siamese-triplet's
     fourth experiment). Now it is called where the sampler has one: both trainings are
     the original's."""
-    script = tmp_path / "fit.py"
-    script.write_text((FIXTURES / "data/fit_given_two_kinds.py").read_text())
-    converted = distrun("convert", "fit.py", cwd=tmp_path)
-    assert converted.returncode == 0, converted.stdout + converted.stderr
-    assert "(where its sampler has one" in converted.stdout, converted.stdout
+    script, said = convert_fixture(tmp_path, "data/fit_given_two_kinds.py", "fit")
+    assert "(where its sampler has one" in said, said
     run_single(script, tmp_path)
     run_two(tmp_path / "fit_ddp.py", tmp_path)
     assert_same_checkpoint(tmp_path)
@@ -359,12 +327,9 @@ def test_endless_passes_of_a_generator_move_the_sampler_on(tmp_path: Path) -> No
     read with `next()` in the step loop (pytorch-ddpm): no set_epoch was placed, every
     pass had the same order (`launch --check`: [no-set-epoch], exit 3). Now each pass of
     the `while` moves the sampler to its next epoch; the check finds nothing."""
-    script = tmp_path / "loop.py"
-    script.write_text((FIXTURES / "data/endless_passes.py").read_text())
-    converted = distrun("convert", "loop.py", cwd=tmp_path)
-    assert converted.returncode == 0, converted.stdout + converted.stderr
-    assert "loop.py:11: data.set_epoch: `dataloader.sampler.set_epoch(" in converted.stdout
-    assert "measured_on_shard" not in converted.stdout  # it feeds, it measures nothing
+    script, said = convert_fixture(tmp_path, "data/endless_passes.py", "loop")
+    assert "loop.py:11: data.set_epoch: `dataloader.sampler.set_epoch(" in said
+    assert "measured_on_shard" not in said  # it feeds, it measures nothing
     run_single(script, tmp_path)
     run_two(tmp_path / "loop_ddp.py", tmp_path)
     assert_same_checkpoint(tmp_path)
@@ -421,11 +386,8 @@ def test_data_drawn_when_the_data_set_is_built_is_rank_0s_and_its_alias_reshuffl
     processes are), and no set_epoch was placed (`launch --check`: [no-set-epoch]). Now
     rank 0 builds the data sets and sends them, and the sampler moves on after the alias:
     the original's training."""
-    script = tmp_path / "seq.py"
-    script.write_text((FIXTURES / "data/dataset_drawn_in_init.py").read_text())
-    converted = distrun("convert", "seq.py", cwd=tmp_path)
-    assert converted.returncode == 0, converted.stdout + converted.stderr
-    assert converted.stdout.count("`SequenceDataset.__init__` draws its samples") == 2
+    script, said = convert_fixture(tmp_path, "data/dataset_drawn_in_init.py", "seq")
+    assert said.count("`SequenceDataset.__init__` draws its samples") == 2
     env = {"PYTHONPATH": str(ROOT / "tests/projects/shim"), "DISTRUN_SHIM_SEED_BY_RANK": "1"}
     single = run_single(script, tmp_path, env=env)
     multi = run_two(tmp_path / "seq_ddp.py", tmp_path, env=env)
@@ -440,11 +402,8 @@ def test_a_second_backward_through_a_kept_graph_is_averaged(tmp_path: Path) -> N
     check's "[params-diverged] after optimizer step 1 of optimizer 2" (masked while every
     rank drew the same noise). Converted, `launch --check` compares the ranks' weights
     after every step: no problem."""
-    script = tmp_path / "gan.py"
-    script.write_text((FIXTURES / "retained_graph/gan_retained.py").read_text())
-    converted = distrun("convert", "gan.py", cwd=tmp_path)
-    assert converted.returncode == 0, converted.stdout + converted.stderr
-    assert "gan.py:34: retained_graph.average" in converted.stdout, converted.stdout
+    script, said = convert_fixture(tmp_path, "retained_graph/gan_retained.py", "gan")
+    assert "gan.py:34: retained_graph.average" in said, said
     run_two(tmp_path / "gan_ddp.py", tmp_path)  # --check: any divergence fails it
 
 
