@@ -89,6 +89,14 @@ class Image:
         cols = (np.arange(new_w) * w // new_w).clip(0, w - 1)
         return Image(self._array[rows][:, cols], self.mode)
 
+    def rotate(self, angle, resample=None, expand=0, *args, **kwargs) -> Image:
+        """Pillow's counter-clockwise rotation, for multiples of 90 degrees only (the size
+        kept where the image is square, as Pillow's `expand=0`)."""
+        turns, rest = divmod(float(angle), 90.0)
+        if rest:
+            raise NotImplementedError("fake PIL: rotate by a multiple of 90 degrees only")
+        return Image(np.rot90(self._array, int(turns) % 4).copy(), self.mode)
+
     def transpose(self, method) -> Image:
         return Image(self._array[:, ::-1].copy(), self.mode)
 
