@@ -270,11 +270,14 @@ def old_torch_iterators(torch):
 
 
 def old_numpy_names(numpy):
-    """NumPy 1.x aliases removed in NumPy 2 that tutorials of the time use: `np.Inf`,
-    `np.NaN`, `np.float_`."""
+    """NumPy 1.x aliases removed in NumPy 2 (or 1.24) that tutorials of the time use:
+    `np.Inf`, `np.NaN`, `np.float_`, and `np.int` (the builtin int, an alias removed in
+    1.24: rixwew/pytorch-fm's `astype(np.int)`)."""
     for old, new in (("Inf", "inf"), ("NaN", "nan"), ("float_", "float64")):
         if old not in numpy.__dict__:
             setattr(numpy, old, getattr(numpy, new))
+    if "int" not in numpy.__dict__:
+        numpy.int = int
 
 
 def numpy_uniform_mid(numpy):
