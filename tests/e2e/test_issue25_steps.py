@@ -9,6 +9,7 @@ training is the original's, its weights are compared with the original's on one 
 from __future__ import annotations
 
 import os
+import re
 import shutil
 from pathlib import Path
 
@@ -490,3 +491,27 @@ def test_noise_drawn_in_a_method_of_a_project_object_is_each_rank_s_own(tmp_path
     drawn = [(tmp_path / f"draws_{rank}.txt").read_text().splitlines() for rank in (0, 1)]
     assert len(drawn[0]) == len(drawn[1]) == 2, drawn  # 2 epochs of one step each
     assert all(a != b for a, b in zip(drawn[0], drawn[1], strict=True)), drawn
+
+
+def test_training_metrics_read_after_the_loop_are_the_whole_batch_s(tmp_path: Path) -> None:
+    """`train_loss += loss.item()`, `correct += ....sum().item()`, `total +=
+    targets.size(0)` returned after the loop (kuangliu's CIFAR trainer), and a sum of
+    per-sample losses with tensor counts printed after it: each rank summed its own half,
+    so rank 0 printed and returned its half's loss and accuracy as the training's (exit 0,
+    nothing said). All-reduced after the loop, each the way its terms add up, the printed
+    values are the original's."""
+    script, said = convert_fixture(tmp_path, "data/train_metrics.py", "metrics")
+    assert said.count("data.train_metrics:") == 2, said
+    single = run_single(script, tmp_path)
+    two = run_two(tmp_path / "metrics_ddp.py", tmp_path)
+    assert_same_checkpoint(tmp_path)
+    expected, got = _metrics(single.stdout), _metrics(two.stdout + two.stderr)
+    assert len(expected) == 6 and len(got) == 6, (expected, got)
+    for want, have in zip(expected, got, strict=True):
+        assert have == pytest.approx(want, rel=1e-5), (expected, got)
+
+
+def _metrics(output: str) -> list[list[float]]:
+    """The numbers of each `metrics ...` line, in order (the epoch's number dropped)."""
+    lines = [line[line.index("metrics"):] for line in output.splitlines() if "metrics " in line]
+    return [[float(x) for x in re.findall(r"-?\d+\.?\d*", line)[1:]] for line in lines]

@@ -68,6 +68,7 @@ from distrun.convert.transforms.shard_readers import (
 from distrun.convert.transforms.slices import share_slices
 from distrun.convert.transforms.splits import same_splits
 from distrun.convert.transforms.statistics_pass import statistics_pass
+from distrun.convert.transforms.train_metrics import reduce_train_metrics
 
 _LOADER_PARAMS = [
     "dataset", "batch_size", "shuffle", "sampler", "batch_sampler", "num_workers",
@@ -178,6 +179,7 @@ def plan_data(ctx: Context) -> None:
     measured_on_training_data(ctx, sharded)
     progress_of_the_whole(ctx, sharded)
     scheduled_on_the_whole(ctx, sharded, loaders)
+    reduce_train_metrics(ctx, sharded, loaders)
     if loaders or sharded or hand_made:
         reseed_noise(ctx)
 

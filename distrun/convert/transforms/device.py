@@ -9,9 +9,14 @@ Rewrites:
                                          (LOCAL_RANK where it is formatted into a string)
   torch.cuda.set_device(...) statement                 ->  removed (the setup block does it)
 
+  torch.device("cuda:" + str(args.gpu)), f"cuda:{args.gpu}", "cuda:{}".format(opt.gpu)
+                                                       ->  DEVICE
+  torch.device(args.device)  ->  (DEVICE if "cuda" in str(args.device) else torch.device(...))
+
 DEVICE is the local rank's GPU when CUDA is available and the CPU otherwise, so a
-script converted here runs on CPU-only machines too. Won't touch: devices read from
-the command line or a config (their value is only known at run time: reported).
+script converted here runs on CPU-only machines too. A device read at run time (the
+command line, a config) that names a GPU becomes the local rank's; another (`--device
+cpu`) is kept. Won't: `.to(args.device)` without a torch.device.
 
 A script that names no GPU and no device anywhere (no `cuda`, `gpu` or `device` in a
 name, an attribute or a string of the project), or names no GPU and the CPU as its device
@@ -28,7 +33,7 @@ import re
 
 import libcst as cst
 
-from distrun.convert.analysis import Facts, dotted, positional, string_value
+from distrun.convert.analysis import Facts, dotted, positional, string_value, walk
 from distrun.convert.build import Rewrite, code_of, constant, expression
 from distrun.convert.context import Context, Transform
 from distrun.convert.transforms.setup import runs_nothing
@@ -70,6 +75,8 @@ def plan_devices(ctx: Context) -> None:
             plan.rewrite(string, lambda _node: expression(dev))
             plan.change(string, "device.string",
                         f"device {value!r} -> `{dev}` (the local rank's device)")
+    _plan_indexed_strings(ctx)
+    _plan_read_devices(ctx)
     _plan_gpu_index(ctx)
     _plan_device_tests(ctx)
     # (a module that only defines things may be given its device by the script using it)
@@ -188,7 +195,72 @@ def _cuda_to_device(dev: str) -> Rewrite:
     return rewrite
 
 
-def _is_device_context(facts: Facts, string: cst.SimpleString) -> bool:
+def _plan_indexed_strings(ctx: Context) -> None:
+    """`torch.device("cuda:" + str(args.gpu))`, `f"cuda:{opt.gpu_id}"`, `"cuda:{}".format(
+    cfg.device)`, `"cuda:%d" % args.gpu`: a GPU index read from the command line or a
+    config, the same on every rank (all on that GPU), and no GPU on a CPU machine."""
+    facts, dev = ctx.facts, ctx.names.device
+    for string in facts.strings:
+        value = string_value(string)
+        parent = facts.parent.get(string)
+        if value is None or not value.startswith("cuda:"):
+            continue
+        whole: cst.BaseExpression | None = None
+        if isinstance(parent, cst.BinaryOperation) and parent.left is string and (
+                isinstance(parent.operator, cst.Add) and value == "cuda:"
+                or isinstance(parent.operator, cst.Modulo) and value in ("cuda:%d", "cuda:%s")):
+            whole, index = parent, parent.right
+        elif isinstance(parent, cst.Attribute) and parent.attr.value == "format" and \
+                value == "cuda:{}" and isinstance(call := facts.parent.get(parent), cst.Call) \
+                and len(call.args) == 1:
+            whole, index = call, call.args[0].value
+        if whole is None or not _read_index(index) or not _is_device_context(facts, whole):
+            continue
+        code = facts.code(whole)
+        ctx.plan.rewrite(whole, lambda _node: expression(dev))
+        ctx.plan.change(whole, "device.string", f"device `{code}` (a GPU index the script "
+                        f"reads) -> `{dev}`: the local rank's device, the CPU where there "
+                        "is no GPU")
+    formatted = [node for info in facts.modules for node in walk(info.module)
+                 if isinstance(node, cst.FormattedString)]
+    for node in formatted:
+        parts = node.parts
+        if len(parts) == 2 and isinstance(parts[0], cst.FormattedStringText) and \
+                parts[0].value == "cuda:" and isinstance(parts[1], cst.FormattedStringExpression) \
+                and _read_index(parts[1].expression) and _is_device_context(facts, node):
+            code = facts.code(node)
+            ctx.plan.rewrite(node, lambda _node: expression(dev))
+            ctx.plan.change(node, "device.string", f"device `{code}` (a GPU index the script "
+                            f"reads) -> `{dev}`: the local rank's device, the CPU where there "
+                            "is no GPU")
+
+
+def _plan_read_devices(ctx: Context) -> None:
+    """`torch.device(device)`, `torch.device(args.device)`: a device the script reads at
+    run time ("cuda:0" by default): a GPU becomes the local rank's, another device stays."""
+    facts, dev = ctx.facts, ctx.names.device
+    for call in facts.calls:
+        args = positional(call)
+        if facts.call_name(call) != "torch.device" or len(call.args) != 1 or len(args) != 1 \
+                or not isinstance(args[0].value, (cst.Name, cst.Attribute, cst.Subscript)):
+            continue
+        read = facts.code(args[0].value)
+        code = f'({dev} if "cuda" in str({read}) else {facts.code(call)})'
+        ctx.plan.rewrite(call, lambda _node, code=code: expression(code))
+        ctx.plan.change(call, "device.string", f"`torch.device({read})` (a device the script "
+                        f"reads at run time) -> `{dev}` when it names a GPU: the local rank's "
+                        "GPU, not the one it names; any other device as it is")
+
+
+def _read_index(index: cst.BaseExpression) -> bool:
+    """`args.gpu`, `str(opt.gpu_id)`, `cfg["device"]`: read from options or a config."""
+    if isinstance(index, cst.Call) and dotted(index.func) in ("str", "int") and \
+            len(index.args) == 1:
+        index = index.args[0].value
+    return isinstance(index, (cst.Attribute, cst.Subscript))
+
+
+def _is_device_context(facts: Facts, string: cst.BaseExpression) -> bool:
     """Is this "cuda" literal used as a device (rather than, say, a log message)?"""
     node: cst.CSTNode = string
     for anc in facts.ancestors(string):

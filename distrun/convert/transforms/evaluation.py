@@ -76,7 +76,7 @@ def _shard(ctx: Context, call: cst.Call, loops: list[cst.For]) -> bool:
         return False
     plans = []
     for loop in loops:
-        sums = _sums(facts, loop)
+        sums = sums_before(facts, loop)
         if not sums:
             return False
         plans.append((loop, sums))
@@ -112,8 +112,9 @@ def _holds_ddp(ctx: Context, func: cst.BaseExpression) -> bool:
         owner, func.value)
 
 
-def _sums(facts: Facts, loop: cst.For) -> list[str]:
-    """Names set to a number before `loop` (in its function) and `+=`-ed inside it."""
+def sums_before(facts: Facts, loop: cst.For, tensors: bool = False) -> list[str]:
+    """Names set to a number before `loop` (in its function) and `+=`-ed inside it; with
+    `tensors`, also set to a tensor of one number (`torch.zeros(())`, `torch.tensor(0.)`)."""
     added = []
     for node in walk(loop.body):
         if isinstance(node, cst.AugAssign) and isinstance(node.operator, cst.AddAssign):
@@ -123,26 +124,33 @@ def _sums(facts: Facts, loop: cst.For) -> list[str]:
     scope = facts.scope(loop)
     start = facts.line(loop)
     numbers = set()
-    for node in facts.names:
-        parent = facts.parent.get(node)
-        if not isinstance(parent, cst.AssignTarget) or facts.scope(node) is not scope:
+    for assign in facts.assigns:
+        if not isinstance(assign, cst.Assign) or facts.scope(assign) is not scope or \
+                facts.line(assign) >= start or facts.module_of(assign) is not \
+                facts.module_of(loop):
             continue
-        assign = facts.parent.get(parent)
-        if isinstance(assign, cst.Assign) and facts.line(assign) < start and isinstance(
-                assign.value, (cst.Integer, cst.Float)):
-            numbers.add(node.value)
-    for node in facts.names:  # `a, b = 0.0, 0`
-        parent = facts.parent.get(node)
-        if not isinstance(parent, cst.Element) or facts.scope(node) is not scope:
-            continue
-        target = facts.parent.get(facts.parent.get(parent) or parent)
-        assign = facts.parent.get(target) if target is not None else None
-        if (isinstance(assign, cst.Assign) and isinstance(assign.value, cst.Tuple)
-                and facts.line(assign) < start
-                and all(isinstance(e.value, (cst.Integer, cst.Float))
-                        for e in assign.value.elements)):
-            numbers.add(node.value)
+        for target in assign.targets:
+            pairs = [(target.target, assign.value)]
+            if isinstance(target.target, cst.Tuple) and isinstance(assign.value, cst.Tuple) \
+                    and len(target.target.elements) == len(assign.value.elements):
+                pairs = [(t.value, v.value) for t, v in zip(
+                    target.target.elements, assign.value.elements, strict=True)]
+            numbers |= {t.value for t, v in pairs if isinstance(t, cst.Name)
+                        and _starts_a_sum(facts, v, tensors)}
     return [name for name in added if name in numbers]
+
+
+def _starts_a_sum(facts: Facts, value: cst.BaseExpression, tensors: bool) -> bool:
+    if isinstance(value, (cst.Integer, cst.Float)):
+        return True
+    if not tensors or not isinstance(value, cst.Call):
+        return False
+    name, args = facts.call_name(value), positional(value)
+    if name in ("torch.tensor", "torch.as_tensor") and args:
+        return isinstance(args[0].value, (cst.Integer, cst.Float))
+    return name in ("torch.zeros", "torch.ones") and len(args) == 1 and (
+        isinstance(args[0].value, cst.Tuple) and not args[0].value.elements
+        or isinstance(args[0].value, cst.Integer) and args[0].value.value == "1")
 
 
 def _all_reduce_after(ctx: Context, loop: cst.For, sums: list[str]) -> None:
@@ -156,7 +164,7 @@ def _all_reduce_after(ctx: Context, loop: cst.For, sums: list[str]) -> None:
             f"{targets}{',' if len(sums) == 1 else ''} = "
             f"({', '.join(f'type({s})({holder}[{i}].item())' for i, s in enumerate(sums))}"
             f"{',' if len(sums) == 1 else ''})\n")
-    ctx.plan.insert_after(_in_with(ctx.facts, loop) or loop, statements(code))
+    ctx.plan.insert_after(in_with(ctx.facts, loop) or loop, statements(code))
 
 
 def _same_buffers_before(ctx: Context, loop: cst.For) -> None:
@@ -172,7 +180,7 @@ def _same_buffers_before(ctx: Context, loop: cst.For) -> None:
         else facts.code(model)
     buffer = n.fresh("buffer")
     ctx.need("dist", at=loop)
-    ctx.plan.insert_before(_in_with(facts, loop) or loop, statements(
+    ctx.plan.insert_before(in_with(facts, loop) or loop, statements(
         f"if {n.dist}.is_initialized():  # rank 0's BatchNorm statistics: one model evaluated\n"
         f"    for {buffer} in {code}.buffers():\n"
         f"        {n.dist}.broadcast({buffer}, 0)\n"), lead=True)
@@ -182,7 +190,7 @@ def _same_buffers_before(ctx: Context, loop: cst.For) -> None:
                     "model rank 0 saves")
 
 
-def _in_with(facts: Facts, loop: cst.For) -> cst.With | None:
+def in_with(facts: Facts, loop: cst.For) -> cst.With | None:
     """`with torch.no_grad(): for ...` (the loop alone in it): reduce after the with."""
     block = facts.parent.get(loop)
     parent = facts.parent.get(block) if block is not None else None

@@ -36,7 +36,7 @@ def plan_sum_losses(ctx: Context) -> None:
         name = dotted(loss)
         if name is None:
             continue
-        found = _sum_reduction(ctx, call, name)
+        found = sum_reduction(ctx, call, name)
         if found is None:
             continue
         ctx.plan.rewrite(loss, lambda n: expression(f"({code_of(n)} * {world})"))
@@ -50,7 +50,7 @@ def plan_sum_losses(ctx: Context) -> None:
 TRANSFORM = Transform("loss", plan_sum_losses)
 
 
-def _sum_reduction(ctx: Context, backward: cst.Call, loss: str) -> cst.Call | None:
+def sum_reduction(ctx: Context, backward: cst.Call, loss: str) -> cst.Call | None:
     """The call that sums the loss over the batch, if the backward's loss comes from one."""
     facts = ctx.facts
     scope = facts.scope(backward)
