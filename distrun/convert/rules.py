@@ -83,6 +83,8 @@ _RULES: tuple[tuple[str, str], ...] = (
      "shuffle, k-fold folds) is rank 0's on every rank."),
     ("data.share_sampler", "A training loader's own sampler (SubsetRandomSampler...): "
      "every rank draws its order alike and takes its share."),
+    ("data.whole_batches", "A batch sampler grouping its batches by class (episodes): each "
+     "rank takes whole batches of rank 0's."),
     ("data.share_batch_sampler", "A training loader's own batch_sampler: every rank takes "
      "rank 0's batches and keeps its share of each (the global batch stays the original's)."),
     ("data.phase_loaders", "One DataLoader call making the loader of every phase (a dict "

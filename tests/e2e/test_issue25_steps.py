@@ -515,3 +515,47 @@ def _metrics(output: str) -> list[list[float]]:
     """The numbers of each `metrics ...` line, in order (the epoch's number dropped)."""
     lines = [line[line.index("metrics"):] for line in output.splitlines() if "metrics " in line]
     return [[float(x) for x in re.findall(r"-?\d+\.?\d*", line)[1:]] for line in lines]
+
+
+def test_a_helper_of_every_split_handed_on_by_a_method_shards_training_only(
+        tmp_path: Path) -> None:
+    """`data_provider(flag)` builds the loader of every split, and the experiment's
+    `_get_data(flag)` hands its result on (LTSF-Linear): the names were followed one caller
+    up only, so the helper's DataLoader was "the script's only one", sharded for every
+    split, and `train_loader` rebuilt as well: both ranks stopped at the first step
+    ("this DataLoader has a sampler of its own"). Now only training is sharded, once; the
+    validation losses printed and the weights are the original's."""
+    script, said = convert_fixture(tmp_path, "data/helper_of_every_split.py", "split")
+    assert "data.mixed_helper" in said and said.count("data.rebuild_loader") == 1, said
+    single = run_single(script, tmp_path)
+    two = run_two(tmp_path / "split_ddp.py", tmp_path)
+    assert_same_checkpoint(tmp_path)
+    expected, got = _metrics(single.stdout), _metrics(two.stdout + two.stderr)
+    assert len(expected) == 3 and len(got) == 3, (expected, got)
+    assert sum(expected, []) == pytest.approx(sum(got, []), rel=1e-5), (expected, got)
+
+
+def test_episodes_grouped_by_class_are_dealt_out_whole(tmp_path: Path) -> None:
+    """A batch sampler of the project built from the labels (few-shot episodes, the
+    project's own class) with a loss over the episode's classes (prototypes, then the
+    queries' distances to them): its batches were cut in contiguous halves, so each rank
+    held half the classes, another task (it crashed protonet: "stack expects each tensor
+    to be equal size"; this loss asserts all its classes). Each rank now takes whole
+    episodes of rank 0's: the run trains in step (launch --check: every rank steps, the
+    weights stay equal)."""
+    _, said = convert_fixture(tmp_path, "data/episodes_by_class.py", "episodes")
+    assert "episodes.py:44: data.whole_batches" in said, said
+    two = run_two(tmp_path / "episodes_ddp.py", tmp_path)
+    assert "6 optimizer steps on 2 ranks" in two.stderr, two.stderr
+
+
+def test_class_batches_with_a_loss_over_the_batch_are_split_and_gathered(
+        tmp_path: Path) -> None:
+    """P classes x K samples with a batch-hard triplet loss (`torch.cdist(emb, emb)`):
+    the loss is gathered from every rank (batch_loss.gather), so the split batch is whole
+    again where the loss reads it: the original's loss and steps, to 1e-5."""
+    script, said = convert_fixture(tmp_path, "data/pk_batch_hard.py", "pk")
+    assert "data.share_batch_sampler" in said and "batch_loss.gather" in said, said
+    run_single(script, tmp_path)
+    run_two(tmp_path / "pk_ddp.py", tmp_path)
+    assert_same_checkpoint(tmp_path)

@@ -29,33 +29,88 @@ still reaches its own batch sampler (every attribute does).
 
 from __future__ import annotations
 
+import re
+
 import libcst as cst
 
+from distrun.convert import batch_forms
+from distrun.convert.analysis import Facts
 from distrun.convert.build import code_of, expression
 from distrun.convert.context import Context
+from distrun.convert.models import without_gradients
 from distrun.convert.names import Names
-from distrun.convert.transforms.rebuild import sampler_made
 
 
 def share_batch_sampler(ctx: Context, loader: cst.Call, batch_sampler: cst.BaseExpression,
                         why: str) -> None:
     """`batch_sampler=X` of the training DataLoader `loader` -> `batch_sampler=
-    RankShareBatchSampler(X)`, whatever X is (a call, a name, an attribute); `why`: why
-    the loader is one for training."""
+    RankShareBatchSampler(X)`, whatever X is (a call, a name, an attribute); `whole=True`
+    where X groups its batches by class; `why`: why the loader is one for training."""
     facts, n = ctx.facts, ctx.names
     made = sampler_made(facts, loader, batch_sampler)
     shown = f"{facts.code(made.func)}(...)" if isinstance(made, cst.Call) \
         else facts.code(batch_sampler)
+    # (a loss over the batch with itself is gathered from every rank (batch_loss): a
+    # split batch is then whole again, the original's loss)
+    whole = isinstance(made, cst.Call) and grouped_by_class(facts, made) and not any(
+        batch_forms.form_of(facts, node) is not None and not without_gradients(facts, node)
+        for node in list(facts.parent))
     ctx.need("torch", "dist", at=loader)
     ctx.define_helper("rank_share_batches", loader, helper_code(n))
-    ctx.plan.rewrite(batch_sampler,
-                     lambda node: expression(f"{n.rank_share_batches}({code_of(node)})"))
+    extra = ", whole=True" if whole else ""
+    ctx.plan.rewrite(batch_sampler, lambda node: expression(
+        f"{n.rank_share_batches}({code_of(node)}{extra})"))
+    if whole:
+        ctx.plan.change(loader, "data.whole_batches", f"the loader's own batch sampler "
+                        f"`{shown}` groups its batches by class (episodes, P x K batches): "
+                        f"-> `{n.rank_share_batches}(..., whole=True)` ({why}): every rank "
+                        "takes rank 0's batches, each rank whole ones (one of every "
+                        "WORLD_SIZE in a row), since a loss over a batch's classes needs the "
+                        "whole batch. A step trains on WORLD_SIZE batches and an epoch has "
+                        "1/WORLD_SIZE of the steps")
+        ctx.plan.shards_batches(loader)
+        return
     ctx.plan.change(loader, "data.share_batch_sampler", f"the loader's own batch sampler "
                     f"`{shown}` -> `{n.rank_share_batches}(...)` ({why}): every rank takes "
                     "rank 0's batches (sent to all at each step, so the ranks need not draw "
                     "alike) and keeps 1/WORLD_SIZE of each. The global batch stays the batch "
                     "sampler's: batch N on 1 process is N/WORLD_SIZE per rank")
     ctx.plan.splits_batches(loader)
+
+
+def sampler_made(facts: Facts, loader: cst.Call, sampler: cst.BaseExpression
+                 ) -> cst.BaseExpression:
+    """The expression that made `sampler`: itself, or the value of the one assignment of
+    its name in the loader's scope (`train_sampler = RandomSampler(...)`)."""
+    if isinstance(sampler, cst.Name):
+        values = [a.value for a in facts.assigns if isinstance(a, cst.Assign) and any(
+            isinstance(t.target, cst.Name) and t.target.value == sampler.value
+            for t in a.targets) and facts.scope(a) is facts.scope(loader)]
+        return values[0] if len(values) == 1 else sampler
+    return sampler
+
+
+_BY_CLASS = re.compile(r"label|target|class|(^|[._])y$|n_way|shot", re.IGNORECASE)
+
+
+def grouped_by_class(facts: Facts, made: cst.Call) -> bool:
+    """A batch sampler built from the labels (`PrototypicalBatchSampler(labels=y,
+    classes_per_it=60, ...)`, `BalancedBatchSampler(ds.train_labels, n_classes=10,
+    n_samples=25)`): its batches are groups of classes, which a loss reads whole."""
+    return any(_BY_CLASS.search(arg.keyword.value if arg.keyword else "")
+               or _BY_CLASS.search(facts.code(arg.value)) for arg in made.args)
+
+
+def groups_by_class(facts: Facts) -> bool:
+    """Does the project build a batch sampler of its own class from the labels?"""
+    for call in facts.calls:
+        found = facts.local_definition(call)
+        if isinstance(found, cst.ClassDef) and (
+                "Sampler" in found.name.value
+                or any("Sampler" in facts.code(b.value) for b in found.bases)) \
+                and grouped_by_class(facts, call):
+            return True
+    return False
 
 
 def helper_code(n: Names) -> str:
@@ -72,18 +127,24 @@ class {n.rank_share_batches}(torch.utils.data.Sampler):
     every rank has one, so those samples count twice in that step. Infinite batch samplers
     work (one batch at a time); len() is the original's; set_epoch and any other
     attribute reach `batch_sampler`. The batches go through a gloo group (one of its own
-    where the job's backend is another, NCCL: no wait on the GPU at each step)."""
+    where the job's backend is another, NCCL: no wait on the GPU at each step).
+    `whole=True` (batches grouped by class: episodes, P x K): of each WORLD_SIZE batches
+    in a row the RANK-th is this rank's, whole (a last round of fewer batches than ranks
+    repeats its own), so a step trains on WORLD_SIZE of them and len() is 1/WORLD_SIZE."""
 
-    def __init__(self, batch_sampler):
+    def __init__(self, batch_sampler, whole=False):
         self.batch_sampler = batch_sampler
+        self.whole = whole
         self.group = None
 
     def __getattr__(self, name):
-        if name in ("batch_sampler", "group"):  # not set yet (a copy being made)
+        if name in ("batch_sampler", "group", "whole"):  # not set yet (a copy being made)
             raise AttributeError(name)
         return getattr(self.batch_sampler, name)
 
     def __len__(self):
+        if self.whole and {n.dist}.is_initialized():
+            return -(-len(self.batch_sampler) // {n.dist}.get_world_size())
         return len(self.batch_sampler)
 
     def __iter__(self):
@@ -95,12 +156,18 @@ class {n.rank_share_batches}(torch.utils.data.Sampler):
             self.group = {n.dist}.new_group(backend="gloo")
         own = iter(self.batch_sampler)
         while True:
-            holder = [next(own, None)]  # drawn on every rank, rank 0's used
+            # drawn on every rank, rank 0's used: one batch, or WORLD_SIZE whole ones
+            holder = [[b for _, b in zip(range(world if self.whole else 1), own)]]
             {n.dist}.broadcast_object_list(holder, src=0, group=self.group)
-            batch = holder[0]
-            if batch is None:
+            batches = [b.tolist() if hasattr(b, "tolist") else list(b) for b in holder[0]]
+            if not batches:
                 return
-            batch = batch.tolist() if hasattr(batch, "tolist") else list(batch)
+            if self.whole:  # a short last round: its batches again, every rank a step
+                yield batches[rank % len(batches)]
+                if len(batches) < world:
+                    return
+                continue
+            batch = batches[0]
             share = -(-len(batch) // world)
             batch = (batch * world)[:share * world]
             yield batch[rank * share:(rank + 1) * share]

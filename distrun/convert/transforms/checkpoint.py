@@ -350,8 +350,26 @@ def every_rank_reaches(facts: Facts, stmt: cst.CSTNode) -> cst.CSTNode:
                              cst.Module)) or node is facts.module_of(node).main_guard:
             break
         if isinstance(node, cst.If) and not isinstance(facts.parent.get(node), cst.If):
+            if _every_branch_leaves(node):
+                break  # nothing after this `if` runs: the meeting stays in the branch
             found = node  # an `elif` is the orelse of its `if`: its head is the statement
     return found
+
+
+def _every_branch_leaves(node: cst.If) -> bool:
+    """`if ...: return True / elif ...: return True / else: return False`: every branch
+    ends in a return or a raise, so no statement after the `if` is ever reached."""
+    def leaves(block: cst.BaseSuite) -> bool:
+        body = getattr(block, "body", ())
+        last = body[-1] if body else None
+        if isinstance(last, cst.SimpleStatementLine):
+            return isinstance(last.body[-1], (cst.Return, cst.Raise))
+        return isinstance(last, cst.If) and _every_branch_leaves(last)
+
+    orelse = node.orelse
+    if orelse is None or not leaves(node.body):
+        return False
+    return _every_branch_leaves(orelse) if isinstance(orelse, cst.If) else leaves(orelse.body)
 
 
 def file_opened_around(facts: Facts, stmt: cst.CSTNode) -> cst.With | None:

@@ -34,7 +34,7 @@ from distrun.convert.idioms import (
     unwrap_iter,
 )
 from distrun.convert.object_flow import Place
-from distrun.convert.transforms.batch_samplers import share_batch_sampler
+from distrun.convert.transforms.batch_samplers import sampler_made, share_batch_sampler
 from distrun.convert.transforms.batches import share_hand_made
 from distrun.convert.transforms.epochs import (
     place_set_epochs,
@@ -55,9 +55,9 @@ from distrun.convert.transforms.phase_loaders import shard_phase_loaders
 from distrun.convert.transforms.random_draws import share_random_draws
 from distrun.convert.transforms.rebuild import (
     auto_epoch_code,
+    batch_samplers,
     draw_per_rank,
     rebuild_unseen_loaders,
-    sampler_made,
     share_sampler,
 )
 from distrun.convert.transforms.shard_readers import (
@@ -161,7 +161,8 @@ def plan_data(ctx: Context) -> None:
                      "left unsharded (every rank reads all of it)", "shard it where it is "
                      "bound: `sampler=DistributedSampler(dataset, shuffle=True)` in the "
                      "helper's call for training, `shuffle` dropped")
-    sharded, epoched = sharded | rebuilt, epoched | rebuilt
+    # (a rebuilt loader may hold a batch sampler: no `.sampler.set_epoch`, its own order)
+    sharded, epoched = sharded | rebuilt, epoched | (set() if batch_samplers(facts) else rebuilt)
     hand_made = share_hand_made(ctx, sharded) | share_slices(ctx)
     _unshared_streams(ctx)
     if not loaders and not sharded and not hand_made and not share_random_draws(ctx) \

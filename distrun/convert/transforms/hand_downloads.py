@@ -33,7 +33,9 @@ from distrun.convert.idioms import DATALOADER, trains
 from distrun.convert.transforms.rank0_values import rank0_call_code, through_rank0
 
 FETCHES = frozenset({
-    "urllib.request.urlretrieve", "urllib.urlretrieve", "wget.download", "gdown.download",
+    "urllib.request.urlretrieve", "urllib.urlretrieve", "urllib.request.urlopen",
+    "urllib2.urlopen", "six.moves.urllib.request.urlopen",
+    "six.moves.urllib.request.urlretrieve", "requests.get", "wget.download", "gdown.download",
     "gdown.download_folder", "torch.hub.download_url_to_file",
     "torchvision.datasets.utils.download_url",
     "torchvision.datasets.utils.download_and_extract_archive",
@@ -129,8 +131,15 @@ def _loads(ctx: Context, func: cst.FunctionDef) -> bool:
 
 
 def _fetches(ctx: Context, func: cst.FunctionDef, depth: int) -> bool:
+    """Does `func` fetch (itself or through the script's functions it calls)? A fetch
+    under an `if` of a missing file is not counted: rank 0 runs that `if` first where it
+    is (download.when_missing, checkpoint.cache_first), and a rank0_call around it would
+    wait for ranks waiting in that `if`'s barrier."""
+    from distrun.convert.transforms.checkpoint import made_when_missing
+
     for call in ctx.facts.calls_in(func):
-        if ctx.facts.call_name(call) in FETCHES:
+        if ctx.facts.call_name(call) in FETCHES and made_when_missing(
+                ctx.facts, ctx.facts.statement(call)) is None:
             return True
         found = ctx.flow.callee(call)
         if found is not None and found[0] is not func and depth < _DEPTH \

@@ -62,12 +62,32 @@ def reached_names(ctx: Context, call: cst.CSTNode, fed: dict[Place, set[str]]) -
             for name in fed.get(ctx.flow.root(place), set())}
 
 
-def _caller_names(facts: Facts, func: cst.FunctionDef, index: int | None) -> set[str]:
+def _caller_names(facts: Facts, func: cst.FunctionDef, index: int | None, depth: int = 0
+                  ) -> set[str]:
+    """The names the callers of `func` give its result (its `index`-th element), and on up
+    through callers that hand it on (`return data_provider(args, flag)`, or bound then
+    returned: `_get_data(flag)` around a helper of every split), 4 levels up."""
     names: set[str] = set()
     for site, _ in facts.call_sites(func):
         assign = facts.parent.get(site)
-        if isinstance(assign, cst.Assign) and assign.value is site:
-            names |= _target_names(assign, index)
+        outer = facts.function(site)
+        if isinstance(assign, cst.Return) and outer is not None and depth < 4:
+            names |= {outer.name.value} | _caller_names(facts, outer, index, depth + 1)
+        if not (isinstance(assign, cst.Assign) and assign.value is site):
+            continue
+        bound = _target_names(assign, index)
+        names |= bound
+        if outer is None or depth >= 4:
+            continue
+        for ret in facts.returns:
+            if facts.function(ret) is not outer or ret.value is None:
+                continue
+            if isinstance(ret.value, cst.Name) and ret.value.value in bound:
+                names |= _caller_names(facts, outer, None, depth + 1)
+            elif isinstance(ret.value, cst.Tuple):
+                for i, element in enumerate(ret.value.elements):
+                    if isinstance(element.value, cst.Name) and element.value.value in bound:
+                        names |= _caller_names(facts, outer, i, depth + 1)
     return names
 
 

@@ -28,9 +28,11 @@ import libcst as cst
 from distrun.convert.analysis import Facts, dotted, keyword, positional
 from distrun.convert.build import append_keyword, code_of, expression, statement
 from distrun.convert.context import Context
-from distrun.convert.idioms import TrainLoop, origin_names
+from distrun.convert.idioms import TrainLoop, origin_names, unwrap_iter
 from distrun.convert.names import Names
 from distrun.convert.object_flow import Place
+from distrun.convert.transforms.batch_samplers import groups_by_class, sampler_made
+from distrun.convert.transforms.batch_samplers import helper_code as batch_sampler_code
 from distrun.convert.transforms.batches import made_by_hand
 
 _LOADER = re.compile(r"loader|(^|_)dl$", re.IGNORECASE)
@@ -46,7 +48,7 @@ def rebuild_unseen_loaders(ctx: Context, loops: list[TrainLoop], seen: set[str])
         names = origin_names(facts, tl.loader, facts.scope(tl.loop))
         if names & seen:
             continue
-        expr = _loader_expression(tl)
+        expr = _loader_expression(facts, tl)
         place = flow.place_of(expr) if expr is not None else None
         if place is None:
             continue
@@ -85,9 +87,10 @@ def _derived(ctx: Context, value: cst.Call, members: set[Place]) -> bool:
                for arg in value.args)
 
 
-def _loader_expression(tl: TrainLoop) -> cst.BaseExpression | None:
-    """The loader as the loop writes it (`self.data_loader` in `enumerate(...)`)."""
-    node: cst.BaseExpression = tl.loop.iter
+def _loader_expression(facts: Facts, tl: TrainLoop) -> cst.BaseExpression | None:
+    """The loader as the loop writes it (`self.data_loader` in `enumerate(...)`, also
+    through a name bound to a wrapper: `tr_iter = iter(tr_dataloader)`, `tqdm(tr_iter)`)."""
+    node = unwrap_iter(facts, tl.loop.iter)
     while isinstance(node, cst.Call) and node.args:
         node = node.args[0].value
     return node if dotted(node) == tl.loader else None
@@ -114,7 +117,10 @@ def _rebuild(ctx: Context, bound: cst.BaseStatement, name: str, loop: cst.For) -
                     f"`{name}` is a training loader built where no DataLoader "
                     f"call shows (`{facts.code(_value(bound))}`): rebuilt with `{call}` "
                     "before it is used for training, each rank reading its own part, a new "
-                    "shuffle at each pass; it stops with the reason if it cannot be")
+                    "shuffle at each pass; it stops with the reason if it cannot be" + (
+                        ". A batch sampler of its own is dealt out in whole batches (the "
+                        "project's batches are grouped by class): a step trains on "
+                        "WORLD_SIZE of them" if "whole_batches" in call else ""))
 
 
 def shard_loader_call(ctx: Context, loader: str, at: cst.CSTNode) -> str:
@@ -123,11 +129,22 @@ def shard_loader_call(ctx: Context, loader: str, at: cst.CSTNode) -> str:
     module."""
     call = ctx.target.prepare_loader(ctx, loader)
     if call is None:
-        call = f"{ctx.names.shard_loader}({loader})"
+        batchy = batch_samplers(ctx.facts)
+        whole = ", whole_batches=True" if batchy and groups_by_class(ctx.facts) else ""
+        call = f"{ctx.names.shard_loader}({loader}{whole})"
         ctx.need("sampler", at=at)
         ctx.define_helper("auto_epoch", at, auto_epoch_code(ctx.names))
-        ctx.define_helper("shard_loader", at, helper_code(ctx.names))
+        if batchy:
+            ctx.need("dist", at=at)
+            ctx.define_helper("rank_share_batches", at, batch_sampler_code(ctx.names))
+        ctx.define_helper("shard_loader", at, helper_code(ctx.names, batchy))
     return call
+
+
+def batch_samplers(facts: Facts) -> bool:
+    """Does the project give a DataLoader a batch sampler (`batch_sampler=`)?"""
+    return any(keyword(c, "batch_sampler") is not None for c in facts.calls
+               if (facts.call_name(c) or "").endswith("DataLoader"))
 
 
 def _value(stmt: cst.BaseStatement) -> cst.CSTNode:
@@ -188,18 +205,6 @@ _SHAREABLE = frozenset({
     "torch.utils.data.RandomSampler", "torch.utils.data.sampler.RandomSampler",
     "torch.utils.data.SequentialSampler", "torch.utils.data.sampler.SequentialSampler",
 })
-
-
-def sampler_made(facts: Facts, loader: cst.Call, sampler: cst.BaseExpression
-                 ) -> cst.BaseExpression:
-    """The expression that made `sampler`: itself, or the value of the one assignment of
-    its name in the loader's scope (`train_sampler = RandomSampler(...)`)."""
-    if isinstance(sampler, cst.Name):
-        values = [a.value for a in facts.assigns if isinstance(a, cst.Assign) and any(
-            isinstance(t.target, cst.Name) and t.target.value == sampler.value
-            for t in a.targets) and facts.scope(a) is facts.scope(loader)]
-        return values[0] if len(values) == 1 else sampler
-    return sampler
 
 
 def share_sampler(ctx: Context, loader: cst.Call, sampler: cst.BaseExpression) -> bool:
@@ -281,16 +286,31 @@ class {n.auto_epoch}({n.sampler}):
 '''
 
 
-def helper_code(n: Names) -> str:
+def helper_code(n: Names, batchy: bool = False) -> str:
+    """`shard_loader`; `batchy`: also for a loader given a batch sampler of its own."""
+    own = f'''
+    if isinstance(loader.batch_sampler, {n.rank_share_batches}):
+        return loader  # already dealt out
+    if loader.batch_size is None:  # a batch sampler of its own: its batches dealt out
+        return data.DataLoader(
+            loader.dataset, batch_sampler={n.rank_share_batches}(
+                loader.batch_sampler, whole=whole_batches),
+            num_workers=loader.num_workers, collate_fn=loader.collate_fn,
+            pin_memory=loader.pin_memory, timeout=loader.timeout,
+            worker_init_fn=loader.worker_init_fn, prefetch_factor=loader.prefetch_factor,
+            persistent_workers=loader.persistent_workers,
+        )''' if batchy else ""
     return f'''
 
-def {n.shard_loader}(loader):
+def {n.shard_loader}(loader{", whole_batches=False" if batchy else ""}):
     """distrun: `loader` again, each rank reading its own part (same batch size, shuffle)."""
     data = torch.utils.data
     if not isinstance(loader, data.DataLoader) or isinstance(loader.dataset, data.IterableDataset):
         raise TypeError(f"distrun: a {{type(loader).__name__}} is not a DataLoader over a "
                         "map-style dataset: shard its data yourself (each rank must read its "
                         "own part)")
+    if isinstance(loader.sampler, {n.sampler}):
+        return loader  # already sharded{own}
     shuffle = isinstance(loader.sampler, data.RandomSampler)
     if loader.batch_size is None or not (
             shuffle or isinstance(loader.sampler, data.SequentialSampler)):

@@ -26,7 +26,13 @@ import libcst as cst
 from distrun.convert.analysis import Facts, dotted, positional, walk
 from distrun.convert.build import statements
 from distrun.convert.context import Context
-from distrun.convert.idioms import is_backward, origin_names, train_loops
+from distrun.convert.idioms import (
+    is_backward,
+    method_name,
+    origin_names,
+    receiver,
+    train_loops,
+)
 from distrun.convert.transforms.evaluation import in_with, sums_before
 from distrun.convert.transforms.loader_names import construction_names
 from distrun.convert.transforms.loss import sum_reduction
@@ -43,22 +49,48 @@ def reduce_train_metrics(ctx: Context, sharded: set[str], loaders: list[cst.Call
         loop = found.loop
         origins = origin_names(facts, found.loader, facts.scope(loop), 0)
         read = [s for s in sums_before(facts, loop, tensors=True) if _read_after(facts, loop, s)]
-        if not read or not origins & sharded:
+        lists = [s for s in _lists_before(facts, loop) if _read_after(facts, loop, s)]
+        if not read + lists or not origins & sharded:
             continue
         kinds = {s: _sum_kind(ctx, loop, s) for s in read}
-        unknown = [s for s, k in kinds.items() if k is None]
+        unknown = [s for s, k in kinds.items() if k is None] + [
+            s for s in lists if not _batch_means(ctx, loop, s)]
         if origins & whole or unknown:
             why = (f"`{found.loader}` may also be a loader left whole"
                    if origins & whole else
-                   f"what {', '.join(f'`{s}`' for s in unknown)} add up is of no known kind")
+                   f"what {', '.join(f'`{s}`' for s in unknown)} add up is of no known kind"
+                   " (a list: batch means only)")
             ctx.plan.finding(loop, "data.train_metrics_shard",
-                             f"{', '.join(read)} summed over this training loop and read "
-                             f"after it: rank 0's share of each batch ({why})",
+                             f"{', '.join(read + lists)} summed or kept over this training "
+                             f"loop and read after it: rank 0's share of each batch ({why})",
                              "all-reduce them after the loop (`dist.all_reduce`): summed "
                              "for counts, averaged over the ranks for batch means",
                              severity="info")
             continue
-        _reduce_after(ctx, loop, {s: k for s, k in kinds.items() if k is not None})
+        _reduce_after(ctx, loop, {s: k for s, k in kinds.items() if k is not None}, lists)
+
+
+def _lists_before(facts: Facts, loop: cst.For) -> list[str]:
+    """Names set to `[]` before `loop` (in its function) and `.append`-ed inside it."""
+    appended = {receiver(c) for c in facts.calls_in(loop.body) if method_name(c) == "append"}
+    scope, start = facts.scope(loop), facts.line(loop)
+    found = []
+    for assign in facts.assigns:
+        if isinstance(assign, cst.Assign) and facts.scope(assign) is scope and facts.line(
+                assign) < start and isinstance(assign.value, cst.List) and not \
+                assign.value.elements and facts.module_of(assign) is facts.module_of(loop):
+            found += [n for t in assign.targets if (n := dotted(t.target)) in appended
+                      and "." not in n and n not in found]
+    return found
+
+
+def _batch_means(ctx: Context, loop: cst.For, name: str) -> bool:
+    """Is every value appended to `name` in `loop` a Python number of a batch mean?"""
+    terms = [c.args[0].value for c in ctx.facts.calls_in(loop.body)
+             if method_name(c) == "append" and receiver(c) == name and len(c.args) == 1]
+    kinds = [_kind(ctx, loop, term, 0) for term in terms]
+    return bool(kinds) and all(k is not None and k[1] and k[0] in ("mean", "same")
+                               for k in kinds)
 
 
 def _read_after(facts: Facts, loop: cst.For, name: str) -> bool:
@@ -204,25 +236,34 @@ def _backward_loss(facts: Facts, call: cst.Call) -> str | None:
     return dotted(value)
 
 
-def _reduce_after(ctx: Context, loop: cst.For, kinds: dict[str, tuple[str, bool]]) -> None:
+def _reduce_after(ctx: Context, loop: cst.For, kinds: dict[str, tuple[str, bool]],
+                  lists: list[str]) -> None:
     n = ctx.names
-    holder = n.fresh("train_sums")
+    code = ""
     names = list(kinds)
-    reduce = ctx.target.all_reduce_sum(ctx, holder, at=loop)
-    back = []
-    for i, name in enumerate(names):
-        kind, number = kinds[name]
-        value = f"{holder}[{i}].item()" + (f" / {n.world_size}" if kind != "sum" else "")
-        back.append(f"type({name})({value})" if number else
-                    f"({name}.new_tensor({value}) if torch.is_tensor({name}) "
-                    f"else type({name})({value}))")
-    values = back[0] if len(names) == 1 else f"({', '.join(back)})"
-    code = (f"{holder} = torch.tensor([{', '.join(f'float({s})' for s in names)}], "
-            f"dtype=torch.float64, device={n.device})\n{reduce}"
-            f"{', '.join(names)} = {values}\n")
+    if names:
+        holder = n.fresh("train_sums")
+        back = []
+        for i, name in enumerate(names):
+            kind, number = kinds[name]
+            value = f"{holder}[{i}].item()" + (f" / {n.world_size}" if kind != "sum" else "")
+            back.append(f"type({name})({value})" if number else
+                        f"({name}.new_tensor({value}) if torch.is_tensor({name}) "
+                        f"else type({name})({value}))")
+        values = back[0] if len(names) == 1 else f"({', '.join(back)})"
+        code += (f"{holder} = torch.tensor([{', '.join(f'float({s})' for s in names)}], "
+                 f"dtype=torch.float64, device={n.device})\n"
+                 f"{ctx.target.all_reduce_sum(ctx, holder, at=loop)}"
+                 f"{', '.join(names)} = {values}\n")
+    for name in lists:  # the same length on every rank: one batch mean a step
+        holder = n.fresh(f"{name}_sums")
+        code += (f"{holder} = torch.tensor({name}, dtype=torch.float64, device={n.device})\n"
+                 f"{ctx.target.all_reduce_sum(ctx, holder, at=loop)}"
+                 f"{name}[:] = ({holder} / {n.world_size}).tolist()\n")
     ctx.plan.insert_after(in_with(ctx.facts, loop) or loop, statements(code))
     said = [f"{s} ({'summed' if k == 'sum' else 'averaged over the ranks'})"
-            for s, (k, _) in kinds.items()]
+            for s, (k, _) in kinds.items()] + [f"{s} (each batch's value averaged over "
+                                               "the ranks)" for s in lists]
     ctx.plan.change(loop, "data.train_metrics",
                     f"{', '.join(said)}: all-reduced after the loop, every rank's share of "
                     "each batch counted, so what is printed, logged or returned after it is "
