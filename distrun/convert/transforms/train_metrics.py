@@ -37,6 +37,7 @@ from distrun.convert.transforms.evaluation import in_with, sums_before
 from distrun.convert.transforms.loader_names import construction_names
 from distrun.convert.transforms.loss import sum_reduction
 
+Body = cst.For | cst.FunctionDef  # where a term's names are bound: the loop, or a function
 _PASS = frozenset({"item", "detach", "cpu", "clone", "float", "double", "data"})
 _NUMBER = frozenset({"item", "size", "numel"})
 _DEPTH = 4
@@ -94,8 +95,11 @@ def _batch_means(ctx: Context, loop: cst.For, name: str) -> bool:
 
 
 def _read_after(facts: Facts, loop: cst.For, name: str) -> bool:
+    """Is `name` read after `loop` in its function, and never in a test there (`if loss >
+    min(history):` may compare it with a rank's own value: agreed.py's, left as it is)?"""
     end = facts.spans[loop][1][0]
     scope, module = facts.scope(loop), facts.module_of(loop)
+    read = False
     for node in facts.names:
         if node.value != name or facts.line(node) <= end or facts.scope(node) is not scope:
             continue
@@ -104,7 +108,20 @@ def _read_after(facts: Facts, loop: cst.For, name: str) -> bool:
         parent = facts.parent.get(node)
         if isinstance(parent, (cst.AssignTarget, cst.AugAssign)) and parent.target is node:
             continue
-        return True
+        if _in_a_test(facts, node):
+            return False
+        read = True
+    return read
+
+
+def _in_a_test(facts: Facts, node: cst.CSTNode) -> bool:
+    child = node
+    for anc in facts.ancestors(node):
+        if isinstance(anc, (cst.If, cst.While, cst.IfExp)) and anc.test is child:
+            return True
+        if isinstance(anc, (cst.BaseStatement, cst.FunctionDef)):
+            return False
+        child = anc
     return False
 
 
@@ -129,7 +146,7 @@ def _adds(facts: Facts, loop: cst.For, name: str) -> list[cst.AugAssign]:
             and isinstance(node.operator, cst.AddAssign) and dotted(node.target) == name]
 
 
-def _kind(ctx: Context, loop: cst.For, expr: cst.BaseExpression, depth: int
+def _kind(ctx: Context, loop: Body, expr: cst.BaseExpression, depth: int
           ) -> tuple[str, bool] | None:
     """What one term adds: ("mean", is_number) for a batch mean, ("sum", ...) for a count
     or a sum over the batch's samples, ("same", ...) for a constant."""
@@ -165,7 +182,7 @@ def _kind(ctx: Context, loop: cst.For, expr: cst.BaseExpression, depth: int
     return None
 
 
-def _subscript_kind(ctx: Context, loop: cst.For, expr: cst.Subscript, depth: int
+def _subscript_kind(ctx: Context, loop: Body, expr: cst.Subscript, depth: int
                     ) -> tuple[str, bool] | None:
     index = expr.slice[0].slice if len(expr.slice) == 1 else None
     first = isinstance(index, cst.Index) and isinstance(index.value, cst.Integer) and \
@@ -181,7 +198,7 @@ def _subscript_kind(ctx: Context, loop: cst.For, expr: cst.Subscript, depth: int
     return None
 
 
-def _call_kind(ctx: Context, loop: cst.For, call: cst.Call, depth: int
+def _call_kind(ctx: Context, loop: Body, call: cst.Call, depth: int
                ) -> tuple[str, bool] | None:
     facts = ctx.facts
     name = facts.call_name(call) or ""
@@ -193,6 +210,12 @@ def _call_kind(ctx: Context, loop: cst.For, call: cst.Call, depth: int
         return "sum", True
     if name in ("torch.sum", "torch.mean") and len(call.args) == 1:
         return name[6:], False
+    found = ctx.flow.callee(call)
+    if found is not None and found[0] is not loop:  # `step_loss = train_step(x, y)`
+        returns = [r.value for r in facts.returns
+                   if facts.function(r) is found[0] and r.value is not None]
+        kinds = {_kind(ctx, found[0], value, depth + 1) for value in returns}
+        return kinds.pop() if len(kinds) == 1 else None
     if not isinstance(call.func, cst.Attribute):
         return None
     method = call.func.attr.value
@@ -207,7 +230,7 @@ def _call_kind(ctx: Context, loop: cst.For, call: cst.Call, depth: int
     return None
 
 
-def _name_kind(ctx: Context, loop: cst.For, name: cst.Name, depth: int
+def _name_kind(ctx: Context, loop: Body, name: cst.Name, depth: int
                ) -> tuple[str, bool] | None:
     """The backward pass's loss (a batch mean, or a sum when its criterion sums), or what
     the loop last binds the name to before the term."""
