@@ -108,7 +108,8 @@ _RULES: tuple[tuple[str, str], ...] = (
     ("data.random_draws_unseeded", "Draws from a module the loop's file does not bind: warned."),
     ("data.random_draws", "Each step draws its samples at random (no DataLoader): the "
      "generator is reseeded by rank before the loop, so each rank draws its own."),
-    ("data.measured_on_shard", "A function measuring on the training loader sees a share."),
+    ("data.measured_on_shard", "A function measuring on the training loader sees a share "
+     "(reported); a library's measure (`update_bn`) is given the whole set."),
     ("data.progress", "Progress counted against the whole dataset ends near 1/WORLD_SIZE."),
     ("data.whole_count", "A count of all the batches dealt out by rank: not a rank's steps."),
     ("data.schedule_share", "A schedule's step count from `len(dataset)`: this rank's share."),

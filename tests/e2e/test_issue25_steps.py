@@ -14,6 +14,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+import torch
 
 from tests.conftest import ROOT, distrun
 from tests.e2e.test_corpus_equivalence import assert_same_checkpoint, run_single, run_two
@@ -559,3 +560,22 @@ def test_class_batches_with_a_loss_over_the_batch_are_split_and_gathered(
     run_single(script, tmp_path)
     run_two(tmp_path / "pk_ddp.py", tmp_path)
     assert_same_checkpoint(tmp_path)
+
+
+def test_batchnorm_statistics_updated_after_swa_cover_the_whole_set(tmp_path: Path) -> None:
+    """`update_bn(train_loader, swa_model)` on the sharded loader gave each rank its own
+    half's BatchNorm statistics, and rank 0 saved its half's (exit 0, nothing said). It is
+    given the loader's whole dataset now: the saved statistics are those of the whole
+    training set, recomputed here from the saved weights."""
+    _, said = convert_fixture(tmp_path, "data/swa_update_bn.py", "swa")
+    assert "swa.py:23: data.measured_on_shard" in said, said
+    run_two(tmp_path / "swa_ddp.py", tmp_path)
+    saved = torch.load(tmp_path / "multi.pt")
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.BatchNorm1d(16),
+                                torch.nn.ReLU(), torch.nn.Linear(16, 3))
+    model.load_state_dict(saved)
+    torch.manual_seed(0)  # the fixture's data, drawn first after its seed
+    data = torch.utils.data.TensorDataset(torch.randn(64, 8) * 3 + 1, torch.zeros(64))
+    torch.optim.swa_utils.update_bn(torch.utils.data.DataLoader(data, batch_size=32), model)
+    for key in ("1.running_mean", "1.running_var"):
+        torch.testing.assert_close(saved[key], model.state_dict()[key], msg=key)

@@ -60,11 +60,7 @@ from distrun.convert.transforms.rebuild import (
     rebuild_unseen_loaders,
     share_sampler,
 )
-from distrun.convert.transforms.shard_readers import (
-    measured_on_training_data,
-    progress_of_the_whole,
-    scheduled_on_the_whole,
-)
+from distrun.convert.transforms.shard_readers import read_elsewhere
 from distrun.convert.transforms.slices import share_slices
 from distrun.convert.transforms.splits import same_splits
 from distrun.convert.transforms.statistics_pass import statistics_pass
@@ -177,9 +173,7 @@ def plan_data(ctx: Context) -> None:
     if not ctx.target.loaders_count_epochs:
         set_epoch_on_new_iterators(ctx, epoched)
         set_epoch_in_endless_passes(ctx, epoched)
-    measured_on_training_data(ctx, sharded)
-    progress_of_the_whole(ctx, sharded)
-    scheduled_on_the_whole(ctx, sharded, loaders)
+    read_elsewhere(ctx, sharded, loaders)
     reduce_train_metrics(ctx, sharded, loaders)
     if loaders or sharded or hand_made:
         reseed_noise(ctx)

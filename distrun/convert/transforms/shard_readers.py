@@ -17,6 +17,14 @@ from distrun.convert.transforms.epochs import feeds_endlessly
 from distrun.convert.transforms.loader_names import construction_names
 
 
+def read_elsewhere(ctx: Context, sharded: set[str], loaders: list[cst.Call]) -> None:
+    """What reads the sharded training loaders (`sharded`, made by `loaders`) elsewhere."""
+    measured_on_training_data(ctx, sharded)
+    whole_for_library_measures(ctx, sharded)
+    progress_of_the_whole(ctx, sharded)
+    scheduled_on_the_whole(ctx, sharded, loaders)
+
+
 def measured_on_training_data(ctx: Context, sharded: set[str]) -> None:
     """A sharded training loader handed to a function that does not train (an accuracy
     check): it now sees each rank's part only, and says it measured the whole."""
@@ -99,6 +107,33 @@ def scheduled_on_the_whole(ctx: Context, sharded: set[str], loaders: list[cst.Ca
                             f"(`(... + {n.world_size} - 1) // {n.world_size}`, the "
                             "DistributedSampler's count), so the schedule spans the steps "
                             "each rank takes")
+
+
+# library functions that read a whole loader to measure, not to train
+_MEASURE_WHOLE = frozenset({"torch.optim.swa_utils.update_bn"})
+
+
+def whole_for_library_measures(ctx: Context, sharded: set[str]) -> None:
+    """`torch.optim.swa_utils.update_bn(train_loader, swa_model)`: the averaged model's
+    BatchNorm statistics over the training set. On the sharded loader each rank would take
+    its own share's, the ranks' models would differ and rank 0 would save its share's: it
+    is given the same data unsharded (a DataLoader over the loader's dataset, in order),
+    so every rank computes the statistics of the whole set."""
+    facts = ctx.facts
+    for call in facts.calls:
+        args = positional(call)
+        if facts.call_name(call) not in _MEASURE_WHOLE or not args:
+            continue
+        code = dotted(args[0].value)
+        if code is None or not origin_names(facts, code, facts.scope(call)) & sharded:
+            continue
+        ctx.plan.rewrite(args[0].value, lambda node: expression(
+            f"torch.utils.data.DataLoader({code_of(node)}.dataset, batch_size="
+            f"{code_of(node)}.batch_size, collate_fn={code_of(node)}.collate_fn)"))
+        ctx.plan.change(call, "data.measured_on_shard", f"`{facts.code(call.func)}` reads "
+                        f"the training loader `{code}`, now sharded: it is given a DataLoader "
+                        "over its whole dataset instead, so every rank measures the whole "
+                        "training set, as the single process does")
 
 
 def _dataset_of(call: cst.Call) -> str | None:
