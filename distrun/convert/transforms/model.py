@@ -91,7 +91,7 @@ def _plan_data_parallel(ctx: Context) -> bool:
         inner = args[0].value if args else None
         inner_place = flow.place_of(flow.strip(inner)) if inner is not None else None
         is_model = any(inner_place is not None and flow.same(inner_place, m.place)
-                       for m in ctx.models)
+                       for m in ctx.models) or _returned_into_model(ctx, call, inner)
         assign = facts.parent.get(call)
         into_model = isinstance(assign, cst.Assign) and len(assign.targets) == 1 and any(
             flow.same(flow.place_of(assign.targets[0].target), m.place) for m in ctx.models)
@@ -130,6 +130,28 @@ def _plan_data_parallel(ctx: Context) -> bool:
     _type_checks(ctx)
     _keep_dataparallel_keys(ctx, wrapped_at)
     return removed
+
+
+def _returned_into_model(ctx: Context, call: cst.Call, inner: cst.BaseExpression | None
+                         ) -> bool:
+    """`model = nn.DataParallel(model)` in a builder that returns `model`, its result made
+    a model where it is called (`self.model = self._build_model().to(self.device)`)."""
+    facts, flow = ctx.facts, ctx.flow
+    func = facts.function(call)
+    if func is None or not isinstance(inner, cst.Name) or not any(
+            facts.function(r) is func and isinstance(r.value, cst.Name)
+            and r.value.value == inner.value for r in facts.returns):
+        return False
+    sites = [site for site, _ in facts.call_sites(func)] + [  # a base class's call
+        c for c in facts.calls if isinstance(c.func, cst.Attribute) and dotted(
+            c.func.value) == "self" and c.func.attr.value == func.name.value]
+    for site in sites:
+        assign = _bound_by(facts, site)
+        if assign is not None and len(assign.targets) == 1 and any(
+                flow.same(flow.place_of(assign.targets[0].target), m.place)
+                for m in ctx.models):
+            return True
+    return False
 
 
 def _bound_by(facts: Facts, call: cst.Call) -> cst.Assign | None:
