@@ -1,0 +1,1 @@
+"""albumentations.augmentations (see albumentations/__init__.py)."""

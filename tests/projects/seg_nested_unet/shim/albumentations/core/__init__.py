@@ -1,0 +1,1 @@
+"""albumentations.core (see albumentations/__init__.py)."""
