@@ -92,6 +92,10 @@ def find_models(facts: Facts, flow: Flow) -> list[Model]:
     for updater, receiver in found:
         if never_called(facts, updater):
             continue  # an optimizer factory the project never calls (AGCRN's init_optim)
+        module = facts.module_of(updater)
+        if not module.is_entry and module.main_guard is not None and facts.inside(
+                updater, module.main_guard):
+            continue  # an imported module's own demo: its main guard never runs on import
         place = _model_place(facts, flow, receiver)
         if place is None or any(flow.same(place, m.place) for m in models):
             continue

@@ -579,3 +579,23 @@ def test_batchnorm_statistics_updated_after_swa_cover_the_whole_set(tmp_path: Pa
     torch.optim.swa_utils.update_bn(torch.utils.data.DataLoader(data, batch_size=32), model)
     for key in ("1.running_mean", "1.running_var"):
         torch.testing.assert_close(saved[key], model.state_dict()[key], msg=key)
+
+
+def test_a_dataloader_subclass_rebuilt_keeps_its_attributes(tmp_path: Path) -> None:
+    """A DataLoader subclass of the project (it keeps the MEAN/STD its trainer reads:
+    yassouali/pytorch-segmentation) rebuilt by `shard_loader` came back a plain DataLoader:
+    "AttributeError: 'DataLoader' object has no attribute 'MEAN'" on both ranks. And an
+    imported module's `__main__` demo (an optimizer over a model it never calls) made
+    convert exit 4 (model.no_forward). The rebuilt loader is of the project's class now,
+    with its attributes, and the demo is not training: the original's weights, to 1e-5."""
+    given = FIXTURES / "project/loader_subclass_and_demo/in"
+    shutil.copytree(given, tmp_path / "orig")
+    shutil.copytree(given, tmp_path / "conv")
+    run_single(tmp_path / "orig/train.py", tmp_path / "orig")
+    shutil.copy(tmp_path / "orig/single.pt", tmp_path / "conv/single.pt")
+    converted = distrun("convert", "train.py", "--in-place", "--no-backup",
+                        cwd=tmp_path / "conv")
+    assert converted.returncode == 0, converted.stdout + converted.stderr
+    assert "data.rebuild_loader" in converted.stdout, converted.stdout
+    run_two(tmp_path / "conv/train.py", tmp_path / "conv")
+    assert_same_checkpoint(tmp_path / "conv")

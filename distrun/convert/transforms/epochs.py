@@ -13,7 +13,7 @@ import libcst as cst
 from distrun.convert.analysis import Facts, dotted
 from distrun.convert.build import statement
 from distrun.convert.context import Context
-from distrun.convert.idioms import TrainLoop, assigns_inside, origin_names, unwrap_iter
+from distrun.convert.idioms import DATALOADER, TrainLoop, assigns_inside, origin_names, unwrap_iter
 from distrun.convert.syntax import walk
 
 
@@ -134,6 +134,8 @@ def _insert_set_epoch(ctx: Context, before: cst.CSTNode, loader: str, epoch: str
     callers give loaders of different kinds)."""
     if epoch is None and ctx.target.loaders_count_epochs:
         return  # accelerate's prepared loaders count their epochs themselves
+    held = not guarded and _held(ctx, loader, where)
+    guarded = guarded or held
     if epoch is None:
         call = f"{loader}.sampler.set_epoch({loader}.sampler.epoch + 1)"
     else:
@@ -146,9 +148,20 @@ def _insert_set_epoch(ctx: Context, before: cst.CSTNode, loader: str, epoch: str
         ctx.plan.insert_before(before, [line])
     ctx.plan.change(where, "data.set_epoch",
                     f"`{call}` at the start of each epoch, so every epoch gets "
-                    "a new shuffle" + (f" (where its sampler has one: the callers of "
+                    "a new shuffle" + (f" (where its sampler has one: `{loader}` is a "
+                                       "loader its class is given)" if held else
+                                       f" (where its sampler has one: the callers of "
                                        f"this function give `{loader}` loaders of several "
                                        "kinds)" if guarded else ""))
+
+
+def _held(ctx: Context, loader: str, where: cst.CSTNode) -> bool:
+    """`self.loader` of a class that builds no DataLoader: a holder given loaders by its
+    callers (a prefetcher around the training and the validation loaders), whose sampler
+    may have no `set_epoch`."""
+    cls = ctx.facts.enclosing_class(where)
+    return loader.startswith("self.") and cls is not None and not any(
+        (ctx.facts.call_name(c) or "") in DATALOADER for c in ctx.facts.calls_in(cls))
 
 
 def _is_global(facts: Facts, scope: cst.FunctionDef, loader: str) -> bool:

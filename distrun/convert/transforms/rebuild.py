@@ -292,14 +292,14 @@ def helper_code(n: Names, batchy: bool = False) -> str:
     if isinstance(loader.batch_sampler, {n.rank_share_batches}):
         return loader  # already dealt out
     if loader.batch_size is None:  # a batch sampler of its own: its batches dealt out
-        return data.DataLoader(
+        return {n.shard_loader}_class(loader, data.DataLoader(
             loader.dataset, batch_sampler={n.rank_share_batches}(
                 loader.batch_sampler, whole=whole_batches),
             num_workers=loader.num_workers, collate_fn=loader.collate_fn,
             pin_memory=loader.pin_memory, timeout=loader.timeout,
             worker_init_fn=loader.worker_init_fn, prefetch_factor=loader.prefetch_factor,
             persistent_workers=loader.persistent_workers,
-        )''' if batchy else ""
+        ))''' if batchy else ""
     return f'''
 
 def {n.shard_loader}(loader{", whole_batches=False" if batchy else ""}):
@@ -316,12 +316,29 @@ def {n.shard_loader}(loader{", whole_batches=False" if batchy else ""}):
             shuffle or isinstance(loader.sampler, data.SequentialSampler)):
         raise TypeError("distrun: this DataLoader has a sampler of its own: shard it "
                         "yourself (each rank must read its own part)")
-    return data.DataLoader(
+    return {n.shard_loader}_class(loader, data.DataLoader(
         loader.dataset, batch_size=loader.batch_size, drop_last=loader.drop_last,
         sampler={n.auto_epoch}(loader.dataset, shuffle=shuffle),
         num_workers=loader.num_workers, collate_fn=loader.collate_fn,
         pin_memory=loader.pin_memory, timeout=loader.timeout,
         worker_init_fn=loader.worker_init_fn, prefetch_factor=loader.prefetch_factor,
         persistent_workers=loader.persistent_workers,
-    )
+    ))
+
+
+def {n.shard_loader}_class(loader, new):
+    """distrun: `new` of `loader`'s own class (a DataLoader subclass of the project), with
+    the attributes it set (its MEAN, STD...); refused where the class makes its batches
+    itself (its own `__iter__` or `__len__` would not read the new sampler)."""
+    data = torch.utils.data
+    if type(loader) is data.DataLoader:
+        return new
+    if any(getattr(type(loader), m) is not getattr(data.DataLoader, m)
+           for m in ("__iter__", "__len__")):
+        raise TypeError(f"distrun: {{type(loader).__name__}} makes its batches itself: shard "
+                        "its data yourself (each rank must read its own part)")
+    for key, value in vars(loader).items():
+        new.__dict__.setdefault(key, value)
+    new.__class__ = type(loader)
+    return new
 '''
