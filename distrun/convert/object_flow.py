@@ -186,7 +186,12 @@ class Flow:
                 else None
             return (method, True) if method is not None else None
         place = self.place_of(func.value)
-        for cls in self.instances(place) if place is not None else ():
+        own = self.facts.enclosing_class(call)
+        # the caller's own class first, then the others in the order of the source (a set
+        # of nodes iterates in the order of their addresses: a run-dependent choice)
+        for cls in sorted(self.instances(place) if place is not None else (), key=lambda c: (
+                c is not own, self.facts.modules.index(self.facts.module_of(c)),
+                self.facts.line(c))):
             method = self.method(cls, func.attr.value)
             if method is not None:
                 return method, True

@@ -599,3 +599,19 @@ def test_a_dataloader_subclass_rebuilt_keeps_its_attributes(tmp_path: Path) -> N
     assert "data.rebuild_loader" in converted.stdout, converted.stdout
     run_two(tmp_path / "conv/train.py", tmp_path / "conv")
     assert_same_checkpoint(tmp_path / "conv")
+
+
+def test_metrics_kept_in_average_meters_are_the_whole_batch_s(tmp_path: Path) -> None:
+    """`losses.update(loss.item(), images.size(0))` into AverageMeter objects, by name and
+    in a dict, their `.avg` and `.sum` returned (pytorch/examples' imagenet, and the
+    repositories after it: pytorch-nested-unet's log.csv): each rank's meters held its
+    share, rank 0's was printed. Their sums and counts are all-reduced after the loop:
+    the printed values are the original's."""
+    script, said = convert_fixture(tmp_path, "data/meters.py", "meters")
+    assert "the meters losses" in said and "the meters meters" in said, said
+    single = run_single(script, tmp_path)
+    two = run_two(tmp_path / "meters_ddp.py", tmp_path)
+    assert_same_checkpoint(tmp_path)
+    expected, got = _metrics(single.stdout), _metrics(two.stdout + two.stderr)
+    assert len(expected) == 3 and len(got) == 3, (expected, got)
+    assert sum(expected, []) == pytest.approx(sum(got, []), rel=1e-5), (expected, got)

@@ -206,6 +206,7 @@ def _plan_indexed_strings(ctx: Context) -> None:
         if value is None or not value.startswith("cuda:"):
             continue
         whole: cst.BaseExpression | None = None
+        index: cst.BaseExpression | None = None
         if isinstance(parent, cst.BinaryOperation) and parent.left is string and (
                 isinstance(parent.operator, cst.Add) and value == "cuda:"
                 or isinstance(parent.operator, cst.Modulo) and value in ("cuda:%d", "cuda:%s")):
@@ -214,7 +215,8 @@ def _plan_indexed_strings(ctx: Context) -> None:
                 value == "cuda:{}" and isinstance(call := facts.parent.get(parent), cst.Call) \
                 and len(call.args) == 1:
             whole, index = call, call.args[0].value
-        if whole is None or not _read_index(index) or not _is_device_context(facts, whole):
+        if whole is None or index is None or not _read_index(index) or \
+                not _is_device_context(facts, whole):
             continue
         code = facts.code(whole)
         ctx.plan.rewrite(whole, lambda _node: expression(dev))
@@ -246,10 +248,14 @@ def _plan_read_devices(ctx: Context) -> None:
             continue
         read = facts.code(args[0].value)
         code = f'({dev} if "cuda" in str({read}) else {facts.code(call)})'
-        ctx.plan.rewrite(call, lambda _node, code=code: expression(code))
+        ctx.plan.rewrite(call, _replaced_by(code))
         ctx.plan.change(call, "device.string", f"`torch.device({read})` (a device the script "
                         f"reads at run time) -> `{dev}` when it names a GPU: the local rank's "
                         "GPU, not the one it names; any other device as it is")
+
+
+def _replaced_by(code: str) -> Rewrite:
+    return lambda _node: expression(code)
 
 
 def _read_index(index: cst.BaseExpression) -> bool:

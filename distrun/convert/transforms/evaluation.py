@@ -130,7 +130,8 @@ def sums_before(facts: Facts, loop: cst.For, tensors: bool = False) -> list[str]
                 facts.module_of(loop):
             continue
         for target in assign.targets:
-            pairs = [(target.target, assign.value)]
+            pairs: list[tuple[cst.BaseExpression, cst.BaseExpression]] = [
+                (target.target, assign.value)]
             if isinstance(target.target, cst.Tuple) and isinstance(assign.value, cst.Tuple) \
                     and len(target.target.elements) == len(assign.value.elements):
                 pairs = [(t.value, v.value) for t, v in zip(

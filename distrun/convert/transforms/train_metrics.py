@@ -36,6 +36,7 @@ from distrun.convert.idioms import (
 from distrun.convert.transforms.evaluation import in_with, sums_before
 from distrun.convert.transforms.loader_names import construction_names
 from distrun.convert.transforms.loss import sum_reduction
+from distrun.convert.transforms.meters import meter_holders, meters_code, shown
 
 Body = cst.For | cst.FunctionDef  # where a term's names are bound: the loop, or a function
 _PASS = frozenset({"item", "detach", "cpu", "clone", "float", "double", "data"})
@@ -51,7 +52,8 @@ def reduce_train_metrics(ctx: Context, sharded: set[str], loaders: list[cst.Call
         origins = origin_names(facts, found.loader, facts.scope(loop), 0)
         read = [s for s in sums_before(facts, loop, tensors=True) if _read_after(facts, loop, s)]
         lists = [s for s in _lists_before(facts, loop) if _read_after(facts, loop, s)]
-        if not read + lists or not origins & sharded:
+        meters = meter_holders(ctx, loop, lambda s, loop=loop: _read_after(facts, loop, s))
+        if not read + lists + meters or not origins & sharded:
             continue
         kinds = {s: _sum_kind(ctx, loop, s) for s in read}
         unknown = [s for s, k in kinds.items() if k is None] + [
@@ -61,27 +63,32 @@ def reduce_train_metrics(ctx: Context, sharded: set[str], loaders: list[cst.Call
                    if origins & whole else
                    f"what {', '.join(f'`{s}`' for s in unknown)} add up is of no known kind"
                    " (a list: batch means only)")
+            kept = read + lists + [shown(m) for m in meters]
             ctx.plan.finding(loop, "data.train_metrics_shard",
-                             f"{', '.join(read + lists)} summed or kept over this training "
+                             f"{', '.join(kept)} summed or kept over this training "
                              f"loop and read after it: rank 0's share of each batch ({why})",
                              "all-reduce them after the loop (`dist.all_reduce`): summed "
                              "for counts, averaged over the ranks for batch means",
                              severity="info")
             continue
-        _reduce_after(ctx, loop, {s: k for s, k in kinds.items() if k is not None}, lists)
+        _reduce_after(ctx, loop, {s: k for s, k in kinds.items() if k is not None}, lists,
+                      meters)
 
 
 def _lists_before(facts: Facts, loop: cst.For) -> list[str]:
     """Names set to `[]` before `loop` (in its function) and `.append`-ed inside it."""
     appended = {receiver(c) for c in facts.calls_in(loop.body) if method_name(c) == "append"}
     scope, start = facts.scope(loop), facts.line(loop)
-    found = []
+    found: list[str] = []
     for assign in facts.assigns:
         if isinstance(assign, cst.Assign) and facts.scope(assign) is scope and facts.line(
                 assign) < start and isinstance(assign.value, cst.List) and not \
                 assign.value.elements and facts.module_of(assign) is facts.module_of(loop):
-            found += [n for t in assign.targets if (n := dotted(t.target)) in appended
-                      and "." not in n and n not in found]
+            for target in assign.targets:
+                name = dotted(target.target)
+                if name is not None and name in appended and "." not in name \
+                        and name not in found:
+                    found.append(name)
     return found
 
 
@@ -260,7 +267,7 @@ def _backward_loss(facts: Facts, call: cst.Call) -> str | None:
 
 
 def _reduce_after(ctx: Context, loop: cst.For, kinds: dict[str, tuple[str, bool]],
-                  lists: list[str]) -> None:
+                  lists: list[str], meters: list[str]) -> None:
     n = ctx.names
     code = ""
     names = list(kinds)
@@ -283,10 +290,17 @@ def _reduce_after(ctx: Context, loop: cst.For, kinds: dict[str, tuple[str, bool]
         code += (f"{holder} = torch.tensor({name}, dtype=torch.float64, device={n.device})\n"
                  f"{ctx.target.all_reduce_sum(ctx, holder, at=loop)}"
                  f"{name}[:] = ({holder} / {n.world_size}).tolist()\n")
+    if meters:
+        holder = n.fresh("meter_sums")
+        code += meters_code(meters, holder, (n.fresh("meters"), n.fresh("index"),
+                                             n.fresh("meter")), n.device,
+                            ctx.target.all_reduce_sum(ctx, holder, at=loop))
     ctx.plan.insert_after(in_with(ctx.facts, loop) or loop, statements(code))
     said = [f"{s} ({'summed' if k == 'sum' else 'averaged over the ranks'})"
             for s, (k, _) in kinds.items()] + [f"{s} (each batch's value averaged over "
-                                               "the ranks)" for s in lists]
+                                               "the ranks)" for s in lists] + [
+        f"the meters {shown(m)} (their sums and counts summed, their averages made again)"
+        for m in meters]
     ctx.plan.change(loop, "data.train_metrics",
                     f"{', '.join(said)}: all-reduced after the loop, every rank's share of "
                     "each batch counted, so what is printed, logged or returned after it is "
