@@ -38,6 +38,7 @@ DATA_PARALLEL = frozenset({
 # Calls that hand a loader on to a loop unchanged: `for i, (x, y) in enumerate(loader)`.
 ITER_WRAPPERS = frozenset({
     "enumerate", "iter", "zip", "tqdm", "tqdm.tqdm", "tqdm.auto.tqdm", "tqdm.notebook.tqdm",
+    "itertools.cycle",
 })
 MOVES = ("to", "cuda")  # methods that move a model (or tensor) to a device
 _OPTIMIZER_NAMES = frozenset({
@@ -133,13 +134,34 @@ class TrainLoop:
 
 
 def train_loops(facts: Facts, flow: Flow | None = None) -> list[TrainLoop]:
-    """`for` loops over a loader whose body trains (see `trains` for `flow`)."""
+    """`for` loops over a loader whose body trains (see `trains` for `flow`); a loop over
+    several loaders at once (`zip(cycle(labelled), unlabelled)`) once for each."""
     loops = []
     for loop in facts.for_loops:
-        code = dotted(unwrap_iter(facts, loop.iter))
-        if code is not None and trains(facts, loop.body, flow=flow):
-            loops.append(TrainLoop(loop, code))
+        codes = [c for e in iter_sources(facts, loop.iter) if (c := dotted(e)) is not None]
+        if codes and trains(facts, loop.body, flow=flow):
+            loops += [TrainLoop(loop, code) for code in dict.fromkeys(codes)]
     return loops
+
+
+def iter_sources(facts: Facts, expr: cst.BaseExpression) -> list[cst.BaseExpression]:
+    """What a loop iterates, as `unwrap_iter` finds it, each argument of a `zip` on the
+    way: `enumerate(zip(cycle(a), b))` -> [a, b]."""
+    for _ in range(8):
+        if isinstance(expr, cst.Name):
+            wrapped = _bound_wrapper(facts, expr)
+            if wrapped is None:
+                break
+            expr = wrapped
+        if not (isinstance(expr, cst.Call) and facts.call_name(expr) in ITER_WRAPPERS):
+            break
+        args = positional(expr)
+        if facts.call_name(expr) == "zip" and len(args) > 1:
+            return [found for arg in args for found in iter_sources(facts, arg.value)]
+        if not args:
+            break
+        expr = args[0].value
+    return [expr]
 
 
 def assigns_inside(facts: Facts, container: cst.CSTNode, code: str) -> bool:

@@ -615,3 +615,16 @@ def test_metrics_kept_in_average_meters_are_the_whole_batch_s(tmp_path: Path) ->
     expected, got = _metrics(single.stdout), _metrics(two.stdout + two.stderr)
     assert len(expected) == 3 and len(got) == 3, (expected, got)
     assert sum(expected, []) == pytest.approx(sum(got, []), rel=1e-5), (expected, got)
+
+
+def test_two_loaders_zipped_are_both_sharded(tmp_path: Path) -> None:
+    """`for (x, y), (u, _) in zip(cycle(labelled), unlabelled)` (semi-supervised training),
+    each loader given a SubsetRandomSampler made by a helper function: only zip's first
+    argument was followed and `cycle` stopped it, so neither loader was known to train
+    (convert exit 4, data.unknown_loader), and the samplers made by a helper were not
+    followed either (data.own_sampler). Both are shared out now: the original's steps."""
+    script, said = convert_fixture(tmp_path, "data/two_loaders_zipped.py", "zipped")
+    assert said.count("data.share_sampler") == 2, said
+    run_single(script, tmp_path)
+    run_two(tmp_path / "zipped_ddp.py", tmp_path)
+    assert_same_checkpoint(tmp_path)

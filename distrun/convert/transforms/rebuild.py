@@ -214,6 +214,8 @@ def share_sampler(ctx: Context, loader: cst.Call, sampler: cst.BaseExpression) -
     done (the sampler, or the name it is bound to, is one of those)."""
     facts, n = ctx.facts, ctx.names
     made = sampler_made(facts, loader, sampler)
+    if isinstance(made, cst.Call) and facts.call_name(made) not in _SHAREABLE:
+        made = _returned_sampler(ctx, made) or made  # `sampler=get_sampler(labels, n)`
     if not isinstance(made, cst.Call) or facts.call_name(made) not in _SHAREABLE:
         return False
     replacement = keyword(made, "replacement")
@@ -229,6 +231,37 @@ def share_sampler(ctx: Context, loader: cst.Call, sampler: cst.BaseExpression) -
                     "data: the global batch is batch_size x WORLD_SIZE")
     ctx.plan.shards_batches(loader)
     return True
+
+
+def _returned_sampler(ctx: Context, call: cst.Call) -> cst.Call | None:
+    """The sampler a function of the project returns (`return SubsetRandomSampler(idx)`,
+    or the name it binds it to), the same construction at every return."""
+    facts = ctx.facts
+    found = ctx.flow.callee(call)
+    func = found[0] if found is not None else facts.local_definition(call)
+    if func is None and isinstance(call.func, cst.Name):  # a function defined in the caller
+        nested = [f for f in facts.function_defs if f.name.value == call.func.value
+                  and facts.function(f) is facts.function(call)]
+        func = nested[0] if len(nested) == 1 else None
+    if not isinstance(func, cst.FunctionDef):
+        return None
+    made = set()
+    for ret in facts.returns:
+        if facts.function(ret) is not func:
+            continue
+        if ret.value is None:
+            return None
+        value: cst.BaseExpression = ret.value
+        if isinstance(value, cst.Name):
+            values = [a.value for a in facts.assigns if isinstance(a, cst.Assign)
+                      and facts.function(a) is func and any(
+                          isinstance(t.target, cst.Name) and t.target.value == value.value
+                          for t in a.targets)]
+            value = values[0] if len(values) == 1 else value
+        if not isinstance(value, cst.Call) or facts.call_name(value) not in _SHAREABLE:
+            return None
+        made.add(value)
+    return made.pop() if len(made) == 1 else None
 
 
 def share_code(n: Names) -> str:

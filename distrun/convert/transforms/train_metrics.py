@@ -47,9 +47,12 @@ _DEPTH = 4
 def reduce_train_metrics(ctx: Context, sharded: set[str], loaders: list[cst.Call]) -> None:
     facts = ctx.facts
     whole = {n for call in loaders for n in construction_names(facts, call)} - sharded
+    by_loop: dict[cst.For, set[str]] = {}  # a loop over several loaders: once, all of them
     for found in train_loops(facts, ctx.flow):
-        loop = found.loop
-        origins = origin_names(facts, found.loader, facts.scope(loop), 0)
+        by_loop.setdefault(found.loop, set()).update(
+            origin_names(facts, found.loader, facts.scope(found.loop), 0))
+    for loop, origins in by_loop.items():
+        loader = " and ".join(sorted(origins))
         read = [s for s in sums_before(facts, loop, tensors=True) if _read_after(facts, loop, s)]
         lists = [s for s in _lists_before(facts, loop) if _read_after(facts, loop, s)]
         meters = meter_holders(ctx, loop, lambda s, loop=loop: _read_after(facts, loop, s))
@@ -59,7 +62,7 @@ def reduce_train_metrics(ctx: Context, sharded: set[str], loaders: list[cst.Call
         unknown = [s for s, k in kinds.items() if k is None] + [
             s for s in lists if not _batch_means(ctx, loop, s)]
         if origins & whole or unknown:
-            why = (f"`{found.loader}` may also be a loader left whole"
+            why = (f"`{loader}` may also be a loader left whole"
                    if origins & whole else
                    f"what {', '.join(f'`{s}`' for s in unknown)} add up is of no known kind"
                    " (a list: batch means only)")
