@@ -43,7 +43,8 @@ _GPU_WORDS = re.compile(r"cuda|gpu|device", re.IGNORECASE)
 # `torch.accelerator.current_accelerator()` (pytorch/examples' scripts), `--accel`, mps...
 _GPU_NAMES = re.compile(r"cuda|gpu|accel|(?<![a-z])(mps|xpu)(?![a-z])", re.IGNORECASE)
 _OTHER_DEVICES = ("mps", "xpu", "tpu", "hpu", "npu")
-_GPU_INDEX_NAME = re.compile(r"(^|_)(device|gpu|gpu_id|device_id|cuda_device)$")
+# (not a count: `n_gpu`, `num_gpu`)
+_GPU_INDEX_NAME = re.compile(r"^(?!n_|num_)(.*_)?(device|gpu|gpu_id|device_id|cuda_device)$")
 
 
 def plan_devices(ctx: Context) -> None:

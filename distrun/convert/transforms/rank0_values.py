@@ -8,8 +8,10 @@ write into its own folder (or fail making the same one). `rank0_value` sends ran
 value to every rank (`dist.broadcast_object_list`); it is defined with the setup.
 
 Only a name that says it names a run, a folder or a path (`run_id`, `timestamp`,
-`log_dir`, `save_path`...), set outside any loop: every rank must reach the statement
-(it is a collective), and a timer read in a loop is per rank by design.
+`log_dir`, `save_path`...), or, in a function, a clock made a string whatever its name
+(`start_time = datetime.now().strftime(...)`: a folder's name, not a timer), set outside
+any loop: every rank must reach the statement (it is a collective), and a timer read in
+a loop is per rank by design.
 
 A clock read at the top of an imported module (a settings file's
 `TIME_NOW = datetime.now()...`) is taken at import, before any process group: the entry
@@ -24,7 +26,7 @@ import re
 
 import libcst as cst
 
-from distrun.convert.analysis import ModuleInfo, dotted
+from distrun.convert.analysis import Facts, ModuleInfo, dotted
 from distrun.convert.build import Rewrite, code_of, expression
 from distrun.convert.context import Context, Transform
 from distrun.convert.imports import after_first_imports, imported_by
@@ -48,7 +50,9 @@ def plan_agree(ctx: Context) -> None:
         target = dotted(assign.targets[0].target)
         clock = next((c for c in facts.calls_in(assign.value)
                       if facts.call_name(c) in CLOCKS), None)
-        if target is None or clock is None or not _NAMES.search(target.rsplit(".", 1)[-1]):
+        if target is None or clock is None or not (
+                _NAMES.search(target.rsplit(".", 1)[-1])
+                or facts.function(assign) is not None and _formatted(facts, assign.value)):
             continue
         if next(iter(facts.enclosing_loops(assign)), None) is not None:
             continue
@@ -62,6 +66,17 @@ def plan_agree(ctx: Context) -> None:
 
 
     _plan_imported_clocks(ctx)
+
+
+def _formatted(facts: Facts, value: cst.BaseExpression) -> bool:
+    """A clock made a string (`datetime.now().strftime(...)`, `time.strftime(...)`, an
+    f-string): a name (a run folder's), whatever the variable is called (`start_time`),
+    not a timer."""
+    if isinstance(value, cst.FormattedString):
+        return True
+    return isinstance(value, cst.Call) and (
+        isinstance(value.func, cst.Attribute) and value.func.attr.value == "strftime"
+        or facts.call_name(value) in ("time.strftime", "str"))
 
 
 def _plan_imported_clocks(ctx: Context) -> None:
