@@ -21,7 +21,7 @@ from __future__ import annotations
 import libcst as cst
 
 from distrun.convert.analysis import Facts, dotted, positional
-from distrun.convert.idioms import unwrap_iter
+from distrun.convert.idioms import TrainLoop, iter_sources, passed_through
 from distrun.convert.models import feeds_backward
 from distrun.convert.object_flow import Flow
 
@@ -45,24 +45,76 @@ def drawn_for_training(facts: Facts, flow: Flow) -> list[cst.BaseExpression]:
     return found
 
 
+def passes_followed(facts: Facts, loader: cst.BaseExpression) -> bool:
+    """Is `loader` drawn from through `it = iter(loader)` itself, so that each new pass
+    starts where `iter()` is called (not in a zip, a cycle or a generator of the
+    project, which start passes of their own)?"""
+    arg = facts.parent.get(loader)
+    call = facts.parent.get(arg) if isinstance(arg, cst.Arg) else None
+    if not isinstance(call, cst.Call):
+        return False
+    found = facts.callee(call)  # `while True: for b in loader: yield b`: a pass each `for`
+    return facts.call_name(call) == "iter" or found is not None and any(
+        isinstance(next(iter(facts.enclosing_loops(loop)), None), cst.While)
+        for loop in facts.for_loops if facts.function(loop) is found[0])
+
+
 def _kept_iterators(facts: Facts) -> dict[tuple[int, str], list[cst.BaseExpression]]:
     """`it = iter(loader)` / `self.it = iter(self.loader)`: the iterator's key -> the
     loaders it is made from."""
     found: dict[tuple[int, str], list[cst.BaseExpression]] = {}
     for assign in facts.assigns:
         value = assign.value
-        if not (isinstance(value, cst.Call) and facts.call_name(value) == "iter"
-                and len(value.args) == 1):
+        if not (isinstance(value, cst.Call) and len(value.args) >= 1 and (
+                facts.call_name(value) in ("iter", "zip", "itertools.cycle")
+                or passed_through(facts, value) is not None)):
             continue
-        loader = unwrap_iter(facts, value.args[0].value)
+        loaders = [e for e in iter_sources(facts, value) if dotted(e) is not None]
         targets = [t.target for t in assign.targets] if isinstance(assign, cst.Assign) \
             else [assign.target]
         for target in targets:
             code = dotted(target)
             key = _key(facts, code, target) if code is not None else None
-            if key is not None and dotted(loader) is not None:
-                found.setdefault(key, []).append(loader)
+            if key is not None:
+                found.setdefault(key, []).extend(loaders)
     return found
+
+
+def drawn_loops(facts: Facts, flow: Flow) -> list[TrainLoop]:
+    """The step loops that draw a training batch with `next()` (`for _ in
+    range(iterations): x, y = next(batches)`, also through a function returning the
+    draw): the innermost `for` around the draw, or around the call that feeds the
+    backward pass, once for each loader drawn from."""
+    iterators = _kept_iterators(facts)
+    found: list[TrainLoop] = []
+    for call in facts.calls:
+        if facts.call_name(call) != "next" or not positional(call):
+            continue
+        code = dotted(positional(call)[0].value)
+        key = _key(facts, code, call) if code is not None else None
+        loaders = iterators.get(key) if key is not None else None
+        for site in _training_sites(facts, flow, call, 0) if loaders else ():
+            loop = next(iter(facts.enclosing_loops(site)), None)
+            if isinstance(loop, cst.For):
+                found += [TrainLoop(loop, c) for c in dict.fromkeys(
+                    dotted(loader) or "" for loader in loaders or ()) if c and
+                          TrainLoop(loop, c) not in found]
+    return found
+
+
+def _training_sites(facts: Facts, flow: Flow, draw: cst.Call, depth: int) -> list[cst.Call]:
+    """Where the batch drawn at `draw` goes into a backward pass: `draw` itself, or the
+    calls of a function returning it whose result does; a draw that trains outside any
+    loop of its function (a `step()` method): the calls of that function."""
+    func = facts.function(draw)
+    if feeds_backward(facts, draw):
+        if func is None or depth >= _DEPTH or next(iter(facts.enclosing_loops(draw)), None):
+            return [draw]
+        return [call for call, _ in flow.call_sites(func)]
+    if func is None or depth >= _DEPTH or not _returned(facts, draw, func):
+        return []
+    return [site for call, _ in flow.call_sites(func)
+            for site in _training_sites(facts, flow, call, depth + 1)]
 
 
 def _key(facts: Facts, code: str, near: cst.CSTNode) -> tuple[int, str] | None:

@@ -12,7 +12,7 @@ from typing import Protocol
 
 import libcst as cst
 
-from distrun.convert.analysis import Facts, dotted, positional
+from distrun.convert.analysis import Facts, dotted, positional, walk
 from distrun.convert.keywords import (
     keyword_read,
     keywords_passed,
@@ -105,6 +105,10 @@ def unwrap_iter(facts: Facts, expr: cst.BaseExpression) -> cst.BaseExpression:
             if wrapped is None:
                 break
             expr = wrapped
+        through = passed_through(facts, expr)
+        if through is not None:
+            expr = through
+            continue
         if not (isinstance(expr, cst.Call) and facts.call_name(expr) in ITER_WRAPPERS):
             break
         args = positional(expr)
@@ -114,6 +118,29 @@ def unwrap_iter(facts: Facts, expr: cst.BaseExpression) -> cst.BaseExpression:
     return expr
 
 
+def passed_through(facts: Facts, expr: cst.BaseExpression) -> cst.BaseExpression | None:
+    """The argument a generator of the project yields the items of, over and over or
+    once (`def loop_iterable(it): while True: yield from it`, or `for x in it: yield x`):
+    `loop_iterable(loader)` -> `loader`."""
+    if not isinstance(expr, cst.Call):
+        return None
+    found = facts.callee(expr)
+    if found is None or found[1]:
+        return None
+    func = found[0]
+    for node in walk(func.body):
+        item: cst.BaseExpression | None = None
+        if isinstance(node, cst.Yield) and isinstance(node.value, cst.From):
+            item = node.value.item
+        elif isinstance(node, cst.For) and isinstance(node.target, cst.Name) and any(
+                isinstance(y, cst.Yield) and isinstance(y.value, cst.Name)
+                and y.value.value == node.target.value for y in walk(node.body)):
+            item = node.iter
+        if isinstance(item, cst.Name):
+            return facts.argument_for(expr, func, False, item.value)
+    return None
+
+
 def _bound_wrapper(facts: Facts, name: cst.Name) -> cst.Call | None:
     """The wrapper call `name` is bound to by the one assignment to it in its function."""
     scope = facts.function(name)
@@ -121,8 +148,9 @@ def _bound_wrapper(facts: Facts, name: cst.Name) -> cst.Call | None:
               and facts.function(a) is scope and facts.module_of(a) is facts.module_of(name)
               and any(isinstance(t.target, cst.Name) and t.target.value == name.value
                       for t in a.targets)]
-    if len(values) != 1 or not isinstance(values[0], cst.Call) or \
-            facts.call_name(values[0]) not in ITER_WRAPPERS:
+    if len(values) != 1 or not isinstance(values[0], cst.Call) or (
+            facts.call_name(values[0]) not in ITER_WRAPPERS
+            and passed_through(facts, values[0]) is None):
         return None
     return values[0]
 
@@ -153,6 +181,10 @@ def iter_sources(facts: Facts, expr: cst.BaseExpression) -> list[cst.BaseExpress
             if wrapped is None:
                 break
             expr = wrapped
+        through = passed_through(facts, expr)
+        if through is not None:
+            expr = through
+            continue
         if not (isinstance(expr, cst.Call) and facts.call_name(expr) in ITER_WRAPPERS):
             break
         args = positional(expr)

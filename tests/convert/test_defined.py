@@ -83,3 +83,17 @@ def test_fp16_in_a_module_that_only_defines_a_trainer_defines_its_scaler() -> No
     assert result.status == "converted"
     assert undefined_uses(result.output, {"scaler"}) == []
     assert "scaler.step(self.optimizer)" in result.output
+
+
+def test_every_helper_the_conversion_defines_avoids_the_scripts_own_names():
+    """A script binding `shard_loader_class` (or any helper name) keeps its own: the
+    helper the conversion defines gets another name, and calls reach the helper."""
+    from distrun.convert.names import Names
+    from distrun.convert.transforms.rebuild import helper_code
+
+    names = Names.avoiding({"shard_loader_class", "shard_loader"}, {})
+    code = helper_code(names, batchy=True)
+    defined = {node.name.value for node in cst.parse_module(code).body
+               if isinstance(node, cst.FunctionDef)}
+    assert defined == {"shard_loader_", "shard_loader_class_"}
+    assert "shard_loader_class(" not in code.replace("shard_loader_class_(", "")

@@ -628,3 +628,27 @@ def test_two_loaders_zipped_are_both_sharded(tmp_path: Path) -> None:
     run_single(script, tmp_path)
     run_two(tmp_path / "zipped_ddp.py", tmp_path)
     assert_same_checkpoint(tmp_path)
+
+
+@pytest.mark.parametrize(("fixture", "sampler"), [
+    ("data/step_loop_generators.py", "AutoEpochSampler"),
+    ("data/step_loop_endless.py", "DistributedSampler"),
+])
+def test_batches_drawn_through_a_generator_in_a_step_loop_are_sharded_and_summed(
+        tmp_path: Path, fixture: str, sampler: str) -> None:
+    """`batches = zip(loop_iterable(a), loop_iterable(b))` then `next(batches)` in `for _ in
+    range(steps)` (pytorch-domain-adaptation's WDGRL), and `self.batches = endless(loader)`
+    drawn in a `step()` method a step loop calls: the loaders were sharded only because they
+    shuffle (or not at all), and the loss summed over the steps and printed after them was
+    rank 0's half. The generators are followed now: each loader is sharded as drawn for
+    training (its sampler moved on at each pass), the sum all-reduced after the step loop,
+    and what is printed is the original's."""
+    script, said = convert_fixture(tmp_path, fixture, "steps")
+    assert "data.train_metrics:" in said and f"`{sampler}(" in said, said
+    single = run_single(script, tmp_path)
+    two = run_two(tmp_path / "steps_ddp.py", tmp_path)
+    assert_same_checkpoint(tmp_path)
+    expected, got = _metrics(single.stdout), _metrics(two.stdout + two.stderr)
+    assert len(expected) == 2 and len(got) == 2, (expected, got)
+    for want, have in zip(expected, got, strict=True):
+        assert have == pytest.approx(want, rel=1e-5), (expected, got)

@@ -24,7 +24,7 @@ import libcst as cst
 from distrun.convert.analysis import Facts, dotted, keyword, positional
 from distrun.convert.build import Rewrite, code_of, expression, keyword_arg, with_commas
 from distrun.convert.context import Context, EvalLoader, Transform
-from distrun.convert.draws import drawn_for_training
+from distrun.convert.draws import drawn_for_training, passes_followed
 from distrun.convert.idioms import (
     DATALOADER,
     ITERABLE_DATASET,
@@ -81,11 +81,13 @@ def plan_data(ctx: Context) -> None:
     for tl in loops:
         train_names |= origin_names(facts, tl.loader, facts.scope(tl.loop), 0)
     drawn: set[str] = set()
+    repassed: set[str] = set()  # drawn through zip/cycle/a generator: passes not followed
     drawn_loaders = drawn_for_training(facts, ctx.flow)  # `next(self.it)` in a step loop
     for loader in drawn_loaders:
         code = dotted(loader)
         assert code is not None
-        drawn |= origin_names(facts, code, facts.scope(loader), 0)
+        drawn |= (got := origin_names(facts, code, facts.scope(loader), 0))
+        repassed |= got if not passes_followed(facts, loader) else set()
     looped = set(train_names)
     train_names |= drawn
     fed: dict[Place, set[str]] = {}  # the objects training reads -> the names it reads
@@ -105,11 +107,12 @@ def plan_data(ctx: Context) -> None:
             continue
         kind, why = classify(names, train_names, len(loaders))
         if names & drawn and not names & looped:
-            why = "its batches, drawn with `next()`, go into training"
+            why = "its batches, drawn with `next()`, go into training" + (
+                "; its sampler moves to the next epoch after each pass" * bool(names & repassed))
         reached = reached_names(ctx, call, fed) if kind == "unknown" else set()
         if reached:  # the names it is read by there, for set_epoch
             kind, why, names = "train", "it reaches the training loop", names | reached
-        auto_epoch = False
+        auto_epoch = bool(names & repassed) and not names & looped
         held = holder_names(facts, call) if kind == "unknown" else None
         if held is not None:  # made in a loader class: the names of its objects tell
             kind, why = classify(set(held.names), train_names, 0)

@@ -325,7 +325,7 @@ def helper_code(n: Names, batchy: bool = False) -> str:
     if isinstance(loader.batch_sampler, {n.rank_share_batches}):
         return loader  # already dealt out
     if loader.batch_size is None:  # a batch sampler of its own: its batches dealt out
-        return {n.shard_loader}_class(loader, data.DataLoader(
+        return {n.shard_loader_class}(loader, data.DataLoader(
             loader.dataset, batch_sampler={n.rank_share_batches}(
                 loader.batch_sampler, whole=whole_batches),
             num_workers=loader.num_workers, collate_fn=loader.collate_fn,
@@ -349,7 +349,7 @@ def {n.shard_loader}(loader{", whole_batches=False" if batchy else ""}):
             shuffle or isinstance(loader.sampler, data.SequentialSampler)):
         raise TypeError("distrun: this DataLoader has a sampler of its own: shard it "
                         "yourself (each rank must read its own part)")
-    return {n.shard_loader}_class(loader, data.DataLoader(
+    return {n.shard_loader_class}(loader, data.DataLoader(
         loader.dataset, batch_size=loader.batch_size, drop_last=loader.drop_last,
         sampler={n.auto_epoch}(loader.dataset, shuffle=shuffle),
         num_workers=loader.num_workers, collate_fn=loader.collate_fn,
@@ -359,7 +359,7 @@ def {n.shard_loader}(loader{", whole_batches=False" if batchy else ""}):
     ))
 
 
-def {n.shard_loader}_class(loader, new):
+def {n.shard_loader_class}(loader, new):
     """distrun: `new` of `loader`'s own class (a DataLoader subclass of the project), with
     the attributes it set (its MEAN, STD...); refused where the class makes its batches
     itself (its own `__iter__` or `__len__` would not read the new sampler)."""

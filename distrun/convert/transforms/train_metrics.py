@@ -26,7 +26,9 @@ import libcst as cst
 from distrun.convert.analysis import Facts, dotted, positional, walk
 from distrun.convert.build import statements
 from distrun.convert.context import Context
+from distrun.convert.draws import drawn_loops
 from distrun.convert.idioms import (
+    assigns_inside,
     is_backward,
     method_name,
     origin_names,
@@ -48,7 +50,7 @@ def reduce_train_metrics(ctx: Context, sharded: set[str], loaders: list[cst.Call
     facts = ctx.facts
     whole = {n for call in loaders for n in construction_names(facts, call)} - sharded
     by_loop: dict[cst.For, set[str]] = {}  # a loop over several loaders: once, all of them
-    for found in train_loops(facts, ctx.flow):
+    for found in train_loops(facts, ctx.flow) + drawn_loops(facts, ctx.flow):
         by_loop.setdefault(found.loop, set()).update(
             origin_names(facts, found.loader, facts.scope(found.loop), 0))
     for loop, origins in by_loop.items():
@@ -172,6 +174,10 @@ def _kind(ctx: Context, loop: Body, expr: cst.BaseExpression, depth: int
         return _subscript_kind(ctx, loop, expr, depth)
     if isinstance(expr, cst.Call):
         return _call_kind(ctx, loop, expr, depth)
+    if isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, cst.Minus):
+        return _kind(ctx, loop, expr.expression, depth + 1)
+    if isinstance(expr, cst.Attribute) and _constant(ctx.facts, loop, expr):
+        return "same", True  # `args.gamma * gp`: a setting, the same on every rank
     if isinstance(expr, cst.BinaryOperation):
         left = _kind(ctx, loop, expr.left, depth + 1)
         right = _kind(ctx, loop, expr.right, depth + 1)
@@ -190,6 +196,21 @@ def _kind(ctx: Context, loop: Body, expr: cst.BaseExpression, depth: int
         if isinstance(expr.operator, (cst.Add, cst.Subtract)) and len(pair - {"same"}) <= 1:
             return (pair - {"same"} or {"same"}).pop(), number
     return None
+
+
+def _constant(facts: Facts, loop: Body, expr: cst.Attribute) -> bool:
+    """`args.gamma`, `self.alpha`: an attribute of a name the loop does not bind, itself
+    never assigned in the loop."""
+    root: cst.BaseExpression = expr
+    while isinstance(root, cst.Attribute):
+        root = root.value
+    code = dotted(expr)
+    if not isinstance(root, cst.Name) or code is None:
+        return False
+    body = loop.body
+    return not assigns_inside(facts, body, root.value) and not assigns_inside(
+        facts, body, code) and not (isinstance(loop, cst.For) and any(
+            isinstance(n, cst.Name) and n.value == root.value for n in walk(loop.target)))
 
 
 def _subscript_kind(ctx: Context, loop: Body, expr: cst.Subscript, depth: int
