@@ -49,7 +49,8 @@ DISTRUN_SHIM_OLD_APIS=1     the APIs old tutorials call: DataLoader iterators' `
                             (torch < 1.13), `torch._utils._accumulate` (torch < 2.1),
                             `torch.load` unpickling any object (weights_only=False, < 2.6),
                             ReduceLROnPlateau's `verbose=` (accepted, ignored: gone in 2.x),
-                            `np.Inf` / `np.NaN` / `np.float_` (NumPy 1.x), `np.int` (< 1.24).
+                            `np.Inf` / `np.NaN` / `np.float_` (NumPy 1.x), `np.int` (< 1.24),
+                            `np.random.choice` of a ragged sequence (an object array, < 1.24).
 DISTRUN_SHIM_ZERO_DIM_INDEX=1
                             `t[0]` of a 0-dim tensor is a copy of `t`, as in PyTorch 0.4
                             (an IndexError since 0.5): `loss.data[0]` of 2018 scripts.

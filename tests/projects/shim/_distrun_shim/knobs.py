@@ -272,12 +272,34 @@ def old_torch_iterators(torch):
 def old_numpy_names(numpy):
     """NumPy 1.x aliases removed in NumPy 2 (or 1.24) that tutorials of the time use:
     `np.Inf`, `np.NaN`, `np.float_`, and `np.int` (the builtin int, an alias removed in
-    1.24: rixwew/pytorch-fm's `astype(np.int)`)."""
+    1.24: rixwew/pytorch-fm's `astype(np.int)`); and `np.random.choice` of a ragged
+    sequence (an error since 1.24: see _choice_of_ragged)."""
     for old, new in (("Inf", "inf"), ("NaN", "nan"), ("float_", "float64")):
         if old not in numpy.__dict__:
             setattr(numpy, old, getattr(numpy, new))
     if "int" not in numpy.__dict__:
         numpy.int = int
+    numpy.random.choice = _choice_of_ragged(numpy, numpy.random.choice)
+
+
+def _choice_of_ragged(numpy, original):
+    """`np.random.choice(options)` of a ragged sequence (`(None, (0.1, None), ...)`,
+    ssd.pytorch's RandomSampleCrop modes, copied by qfgaohao/pytorch-ssd): NumPy < 1.24
+    made it an object array and drew from it; since, `np.asarray` raises ValueError. The
+    sequence becomes that object array here, so the same draw is taken from the global
+    generator as then."""
+
+    def choice(a, *args, **kwargs):
+        try:
+            return original(a, *args, **kwargs)
+        except ValueError:
+            if not isinstance(a, (list, tuple)):
+                raise
+            options = numpy.empty(len(a), dtype=object)
+            options[:] = list(a)
+            return original(options, *args, **kwargs)
+
+    return choice
 
 
 def numpy_uniform_mid(numpy):
