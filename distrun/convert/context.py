@@ -212,6 +212,9 @@ class Target(Protocol):
     def all_reduce_sum(self, ctx: Context, holder: str, at: cst.CSTNode) -> str:
         """A line after which the tensor `holder` holds the sum over the ranks."""
 
+    def gather_objects(self, ctx: Context, holder: str, value: str, at: cst.CSTNode) -> str:
+        """Lines after which `holder` is the list of every rank's `value`, by rank."""
+
     def no_sync(self, ctx: Context, wrapper: str) -> str:
         """The context manager that skips the gradient all-reduce of `wrapper`."""
 

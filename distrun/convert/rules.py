@@ -161,6 +161,9 @@ _RULES: tuple[tuple[str, str], ...] = (
     ("evaluation.no_loader", "--eval shard: the script has no evaluation loader: refused."),
     ("loss.sum_reduction", "A loss summed over the batch: its scale now depends on the "
      "per-rank batch."),
+    ("loss.count_divisor", "A loss divided by a count taken over the batch (matched "
+     "anchors, tokens that are not padding): the count is averaged over the ranks, so the "
+     "averaged gradients are the single process's."),
     ("agreed.exit", "A loop left on a rank's own training value (`if loss < eps: "
      "break`): the value is averaged over the ranks first, so every rank leaves at the same "
      "step."),

@@ -25,7 +25,7 @@ import re
 
 import libcst as cst
 
-from distrun.convert.analysis import dotted
+from distrun.convert.analysis import dotted, walk
 from distrun.convert.context import Context
 from distrun.convert.dead_outputs import kept_positions, live_attributes
 from distrun.convert.models import Model
@@ -65,7 +65,60 @@ def unused_layers(ctx: Context, model: Model) -> list[tuple[str, cst.CSTNode, st
                                   else NEVER))
                 elif attr in sometimes and attr not in read and attr not in frozen:
                     found.append((f"{member.name.value}.{attr}", node, sometimes[attr]))
+            for attr, node in _modules_set(ctx, init) if init is not None else []:
+                parts = _piecemeal(family, attr)
+                if parts and attr not in frozen and not any(
+                        f == f"{member.name.value}.{attr}" for f, _, _ in found):
+                    found.append((f"{member.name.value}.{attr}", node, PARTS.format(
+                        ", ".join(f"`{p}`" for p in parts))))
     return found
+
+
+PARTS = ("is never called whole, only its parts ({}) one by one: any other part it has "
+         "(a ResNet's `fc`) gets no gradient")
+
+
+def _modules_set(ctx: Context, init: cst.FunctionDef) -> list[tuple[str, cst.CSTNode]]:
+    """`self.x = resnet.resnet18()`: a module made by the project (its class, or a factory
+    function returning one) or by torchvision, in `init` or in its `if` branches."""
+    found: list[tuple[str, cst.CSTNode]] = []
+    for node in walk(init.body):
+        if not isinstance(node, cst.Assign) or len(node.targets) != 1 or not isinstance(
+                node.value, cst.Call):
+            continue
+        target = dotted(node.targets[0].target) or ""
+        made = ctx.facts.local_definition(node.value)
+        if target.startswith("self.") and target.count(".") == 1 and (
+                isinstance(made, (cst.FunctionDef, cst.ClassDef))
+                or (ctx.facts.call_name(node.value) or "").startswith("torchvision.models.")):
+            found.append((target.removeprefix("self."), node))
+    return found
+
+
+def _piecemeal(family: list[cst.ClassDef], attr: str) -> list[str]:
+    """The parts of `self.attr` the family reads (`self.pretrained.conv1(x)`), where it
+    never uses `self.attr` otherwise (called, passed, iterated): [] if it does."""
+    parts: list[str] = []
+    whole = False
+
+    class Visit(cst.CSTVisitor):
+        def visit_Attribute(self, node: cst.Attribute) -> bool:
+            nonlocal whole
+            if dotted(node) == f"self.{attr}":
+                whole = True
+            inner = node.value
+            if isinstance(inner, cst.Attribute) and dotted(inner) == f"self.{attr}":
+                if node.attr.value not in parts:
+                    parts.append(node.attr.value)
+                return False
+            return True
+
+        def visit_AssignTarget(self, node: cst.AssignTarget) -> bool:
+            return dotted(node.target) != f"self.{attr}"
+
+    for member in family:
+        member.visit(Visit())
+    return [] if whole else parts
 
 
 _NO_GRAD = frozenset({"torch.no_grad", "torch.inference_mode"})

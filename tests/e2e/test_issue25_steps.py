@@ -38,11 +38,14 @@ def convert_fixture(tmp_path: Path, fixture: str, name: str) -> tuple[Path, str]
     ("model/unused_layer", "spare.py:15: model.find_unused: `Net.spare` is built and never used"),
     ("model/dead_output", "spare.py:26: model.find_unused: `Net.attn` is called in `forward`, "
                           "but no output the training keeps depends on it"),
+    ("model/backbone_parts", "spare.py:31: model.find_unused: `Embedder.pretrained` is never "
+                             "called whole, only its parts (`stem`, `body`)"),
 ])
 def test_a_layer_without_gradient_does_not_stop_ddp(tmp_path: Path, case: str,
                                                       said: str) -> None:
-    """A layer the model builds and never calls, or calls for an output the training
-    drops, gets no gradient: DDP stops every rank at the second step ("Expected to have
+    """A layer the model builds and never calls, calls for an output the training
+    drops, or a backbone made by a factory and called part by part (its `fc` never), gets
+    no gradient: DDP stops every rank at the second step ("Expected to have
     finished reduction in the prior iteration"). Converted, the DDP object is made with
     find_unused_parameters=True, and the run is the original's."""
     script = tmp_path / "spare.py"
@@ -652,3 +655,53 @@ def test_batches_drawn_through_a_generator_in_a_step_loop_are_sharded_and_summed
     assert len(expected) == 2 and len(got) == 2, (expected, got)
     for want, have in zip(expected, got, strict=True):
         assert have == pytest.approx(want, rel=1e-5), (expected, got)
+
+
+@pytest.mark.parametrize("fixture", ["data/loader_made_each_epoch.py",
+                                     "data/loader_made_in_the_loop.py"])
+def test_a_loader_made_anew_each_epoch_reshuffles_and_its_steps_are_the_rank_s(
+        tmp_path: Path, fixture: str) -> None:
+    """A training loader made anew at every epoch (inline in `iter(...)`, with the steps
+    per epoch counted from `len(dataset)`, as RetinaFace's trainer; or in the `for`
+    statement): each epoch's new DistributedSampler started at epoch 0, the same order
+    and shares every epoch (silent), and the steps still counted the whole dataset, so
+    `next()` ran past the rank's share (StopIteration on every rank). Each new sampler
+    now goes on from the last one's epoch, the count is the rank's share, and the run is
+    the original's."""
+    script, said = convert_fixture(tmp_path, fixture, "again")
+    assert 'again="__main__:' in said, said
+    run_single(script, tmp_path)
+    two = run_two(tmp_path / "again_ddp.py", tmp_path)
+    assert_same_checkpoint(tmp_path)
+    orders = [line.split(" ", 2)[2] for line in (two.stdout + two.stderr).splitlines()
+              if line.startswith("order ")]
+    assert len(orders) == 3 and len(set(orders)) == 3, orders
+
+
+def test_predictions_collected_over_training_are_every_rank_s(tmp_path: Path) -> None:
+    """Predictions and labels collected into lists over the training loop (`preds +=
+    out.argmax(1).cpu()`, `.extend(y.tolist())`, tensors appended and concatenated), an
+    accuracy computed from them after it: each rank held its own half, and rank 0 printed
+    its half's accuracy as the training's (exit 0, nothing said). Gathered from every rank
+    after the loop, the printed accuracy and mean are the original's, over all 64."""
+    script, said = convert_fixture(tmp_path, "data/train_predictions.py", "preds")
+    assert "(every rank's items, rank by rank)" in said, said
+    single = run_single(script, tmp_path)
+    two = run_two(tmp_path / "preds_ddp.py", tmp_path)
+    assert_same_checkpoint(tmp_path)
+    expected, got = _metrics(single.stdout), _metrics(two.stdout + two.stderr)
+    assert len(expected) == 3 and len(got) == 3, (expected, got)
+    for want, have in zip(expected, got, strict=True):
+        assert have == pytest.approx(want, rel=1e-5), (expected, got)
+
+
+def test_a_loss_divided_by_a_count_over_the_batch_is_the_original_s(tmp_path: Path) -> None:
+    """A loss summed over what a mask keeps and divided by how many it keeps (SSD's and
+    RetinaFace's matched anchors, a padding mask): each rank divided by its own count and
+    DDP averaged the ratios, not the single process's step (silent). The count is averaged
+    over the ranks now: the run is the original's to 1e-5."""
+    script, said = convert_fixture(tmp_path, "loss/count_divisor.py", "count")
+    assert said.count("loss.count_divisor") == 2, said
+    run_single(script, tmp_path)
+    run_two(tmp_path / "count_ddp.py", tmp_path)
+    assert_same_checkpoint(tmp_path)

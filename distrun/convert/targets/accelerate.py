@@ -139,6 +139,14 @@ class Accelerate:
         ctx.need("torch", at=at)
         return f"{holder} = {ctx.names.accelerator}.reduce({holder}, reduction=\"sum\")\n"
 
+    def gather_objects(self, ctx: Context, holder: str, value: str, at: cst.CSTNode) -> str:
+        ctx.need("torch", at=at)
+        a = ctx.names.accelerator
+        return (f"{holder} = [{value}]\n"
+                f"if {a}.num_processes > 1:\n"
+                f"    {holder} = [None] * {a}.num_processes\n"
+                f"    torch.distributed.all_gather_object({holder}, {value})\n")
+
     def no_sync(self, ctx: Context, wrapper: str) -> str:
         return f"{ctx.names.accelerator}.no_sync({wrapper})"
 

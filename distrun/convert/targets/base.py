@@ -76,6 +76,13 @@ class TorchDistributed:
         ctx.need("torch", "dist", at=at)
         return f"{ctx.names.dist}.all_reduce({holder})\n"
 
+    def gather_objects(self, ctx: Context, holder: str, value: str, at: cst.CSTNode) -> str:
+        """`holder`: the list of every rank's `value` (any picklable object), by rank."""
+        ctx.need("dist", at=at)
+        n = ctx.names
+        return (f"{holder} = [None] * {n.world_size}\n"
+                f"{n.dist}.all_gather_object({holder}, {value})\n")
+
     def no_sync(self, ctx: Context, wrapper: str) -> str:
         return f"{wrapper}.no_sync()"
 

@@ -40,9 +40,9 @@ class DDP(TorchDistributed):
             spare = ("freeze it (`.requires_grad_(False)`) to spare DDP that search"
                      if "no_grad" in how else "remove the layer to spare DDP that search"
                      if how in (NEVER, DEAD) else "DDP looks for such layers at every step")
-            ctx.plan.change(line, "model.find_unused",
-                            f"`{layer}` {how}: its parameters get no "
-                            f"gradient{' at such a step' if 'holds' in how else ''}, so "
+            says = how if "gradient" in how else f"{how}: its parameters get no gradient" + (
+                " at such a step" if "holds" in how else "")
+            ctx.plan.change(line, "model.find_unused", f"`{layer}` {says}, so "
                             f"`{site.wrapper}` is made with find_unused_parameters=True (else "
                             f"DDP stops every rank at the next step); {spare}")
         attribute = site.wrapper.removeprefix("self.")

@@ -38,6 +38,7 @@ from distrun.convert.transforms.batch_samplers import sampler_made, share_batch_
 from distrun.convert.transforms.batches import share_hand_made
 from distrun.convert.transforms.epochs import (
     place_set_epochs,
+    sampler_code,
     set_epoch_in_endless_passes,
     set_epoch_on_new_iterators,
 )
@@ -54,7 +55,6 @@ from distrun.convert.transforms.noise_draws import reseed_noise
 from distrun.convert.transforms.phase_loaders import shard_phase_loaders
 from distrun.convert.transforms.random_draws import share_random_draws
 from distrun.convert.transforms.rebuild import (
-    auto_epoch_code,
     batch_samplers,
     draw_per_rank,
     rebuild_unseen_loaders,
@@ -273,11 +273,8 @@ def _add_sampler(ctx: Context, call: cst.Call, why: str, auto_epoch: bool = Fals
     # (an evaluation script) still gets its loader, whole.
     place = "" if facts.module_of(call).is_entry else \
         f", num_replicas={ctx.names.world_size}, rank={ctx.names.rank}"
-    if auto_epoch:
-        sampler = f"{ctx.names.auto_epoch}({ds_code}, shuffle={shuffle}{place})"
-        ctx.define_helper("auto_epoch", call, auto_epoch_code(ctx.names))
-    else:
-        sampler = f"{ctx.names.sampler}({ds_code}, shuffle={shuffle}{place})"
+    sampler = sampler_code(ctx, call, f"{ds_code}, shuffle={shuffle}{place}", auto_epoch,
+                           shuffle != "False")
     ctx.need("sampler", at=call)
     plan.rewrite(call, _rebuild_loader(sampler))
     plan.change(call, "data.sampler",
@@ -286,7 +283,9 @@ def _add_sampler(ctx: Context, call: cst.Call, why: str, auto_epoch: bool = Fals
                 "is batch_size x WORLD_SIZE" + (
                     "; the order comes from the sampler's own seed (0 + epoch), not torch's "
                     "generator: even on 1 process the batches differ from the original's"
-                    if shuffle != "False" else ""))
+                    if shuffle != "False" else "") + (
+                    "; the loader is made anew during training: each new sampler goes on "
+                    "from the epoch the last one reached" if "again=" in sampler else ""))
     plan.shards_batches(call)
     return True
 

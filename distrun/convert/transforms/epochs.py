@@ -15,6 +15,7 @@ from distrun.convert.build import statement
 from distrun.convert.context import Context
 from distrun.convert.idioms import DATALOADER, TrainLoop, assigns_inside, origin_names, unwrap_iter
 from distrun.convert.syntax import walk
+from distrun.convert.transforms.rebuild import define_auto_epoch
 
 
 def place_set_epochs(ctx: Context, loops: list[TrainLoop], epoched: set[str]) -> None:
@@ -238,3 +239,36 @@ def feeds_endlessly(facts: Facts, func: cst.FunctionDef) -> bool:
     loop, it measures nothing)?"""
     return any(isinstance(n, cst.Yield) and facts.function(n) is func
                and next(iter(facts.enclosing_loops(n)), None) is not None for n in walk(func))
+
+
+def sampler_code(ctx: Context, call: cst.Call, args: str, auto_epoch: bool,
+                 shuffles: bool = True) -> str:
+    """The sampler given to the training DataLoader `call`: a DistributedSampler, or one
+    that moves on after each pass where passes are not followed (`auto_epoch`), and also
+    where the loader is made again (each epoch, inline in `iter(...)`): a new
+    DistributedSampler would start at epoch 0 every time, the same order and shares each
+    epoch where the original reshuffles (`shuffles`: the loader may shuffle)."""
+    n = ctx.names
+    again = shuffles and made_again(ctx, call)
+    if not (auto_epoch or again):
+        return f"{n.sampler}({args})"
+    define_auto_epoch(ctx, call, again)
+    if not again:
+        return f"{n.auto_epoch}({args})"
+    place = f"{ctx.facts.module_of(call).name}:{ctx.facts.line(call)}"
+    return f'{n.auto_epoch}({args}, again="{place}")'
+
+
+def made_again(ctx: Context, call: cst.Call) -> bool:
+    """Is the DataLoader `call` made anew during the training: inline in `iter(...)`, in a
+    loop of its function, or in a function called in a loop?"""
+    facts = ctx.facts
+    arg = facts.parent.get(call)
+    outer = facts.parent.get(arg) if isinstance(arg, cst.Arg) else None
+    if isinstance(outer, cst.Call) and facts.call_name(outer) == "iter":
+        return True
+    if next(iter(facts.enclosing_loops(call)), None) is not None:
+        return True
+    func = facts.function(call)
+    return func is not None and any(next(iter(facts.enclosing_loops(site)), None) is not None
+                                    for site, _ in ctx.flow.call_sites(func))

@@ -19,15 +19,17 @@ from __future__ import annotations
 
 import libcst as cst
 
-from distrun.convert.analysis import Facts, Scope, dotted, keyword, string_value
+from distrun.convert.analysis import Facts, Scope, dotted, keyword, string_value, walk
 from distrun.convert.build import code_of, expression
 from distrun.convert.context import Context, Transform
 from distrun.convert.idioms import is_backward
+from distrun.convert.transforms.count_divisor import count_divisors
 
 _DEPTH = 3
 
 
 def plan_sum_losses(ctx: Context) -> None:
+    count_divisors(ctx)
     facts, world = ctx.facts, ctx.names.world_size
     for call in facts.calls:
         if not is_backward(call) or not isinstance(call.func, cst.Attribute):
@@ -100,10 +102,10 @@ def _aug_adds(body: cst.CSTNode) -> list[cst.AugAssign]:
 def sums_in(ctx: Context, node: cst.CSTNode, depth: int) -> cst.Call | None:
     facts = ctx.facts
     for call in facts.calls_in(node):
-        if _is_sum(facts, call):
+        if _is_sum(facts, call) and not divided(facts, call):
             return call
         criterion = _criterion_sum(ctx, call)
-        if criterion is not None:
+        if criterion is not None and not divided(facts, call):
             return criterion
         found = ctx.flow.callee(call)
         if found is not None and depth < _DEPTH:
@@ -111,6 +113,32 @@ def sums_in(ctx: Context, node: cst.CSTNode, depth: int) -> cst.Call | None:
             if inner is not None:
                 return inner
     return None
+
+
+def divided(facts: Facts, call: cst.Call) -> bool:
+    """Is the sum `call` gives divided afterwards (`total / num_pos`, or `x = total(...)`
+    then `x /= N` or `x / N` in its function)? A sum divided by a count is no sum over the
+    batch (count_divisor.py takes the count)."""
+    child: cst.CSTNode = call
+    for up in facts.ancestors(call):
+        if isinstance(up, cst.BinaryOperation) and isinstance(up.operator, cst.Divide) and \
+                up.left is child:
+            return True
+        if isinstance(up, cst.BaseStatement):
+            break
+        child = up
+    stmt = facts.statement(call)
+    small = stmt.body[0] if isinstance(stmt, cst.SimpleStatementLine) and stmt.body else None
+    if not isinstance(small, cst.Assign):
+        return False
+    names = {dotted(t.target) for t in small.targets} - {None}
+    func = facts.function(call)
+    for node in walk(func) if func is not None else ():
+        if isinstance(node, cst.AugAssign) and isinstance(node.operator, cst.DivideAssign) \
+                and dotted(node.target) in names or isinstance(node, cst.BinaryOperation) \
+                and isinstance(node.operator, cst.Divide) and dotted(node.left) in names:
+            return True
+    return False
 
 
 def _is_sum(facts: Facts, call: cst.Call) -> bool:

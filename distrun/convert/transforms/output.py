@@ -55,6 +55,10 @@ _RANK0_CALLS = frozenset({"wandb.log", "wandb.finish", "wandb.watch", "wandb.sav
                           "torchvision.utils.save_image", "matplotlib.pyplot.savefig",
                           "mlflow.log_metric", "mlflow.log_metrics", "mlflow.log_param"})
 
+# A figure's own `savefig` (`fig = plt.figure()` ... `fig.savefig(path)`) writes like pyplot's.
+_FIGURES = frozenset({"matplotlib.pyplot.figure", "matplotlib.pyplot.subplots",
+                      "matplotlib.pyplot.gcf"})
+
 
 def plan_output(ctx: Context) -> None:
     facts = ctx.facts
@@ -63,6 +67,7 @@ def plan_output(ctx: Context) -> None:
     writers = _names_assigned_from(facts, other_ranks.OBJECTS)
     writer_roots = _roots_assigned_from(ctx, other_ranks.OBJECTS)
     bars = _names_assigned_from(facts, _TQDM)
+    figures = _names_assigned_from(facts, _FIGURES)
     guarded = _plan_file_writes(ctx)
     for call in facts.calls:
         if any(id(a) in guarded for a in facts.ancestors(call)):
@@ -85,6 +90,8 @@ def plan_output(ctx: Context) -> None:
             if attr in _ERROR_LEVELS:
                 continue  # an error is said by the rank that meets it
             _guard(ctx, call, "logging")
+        elif owner in figures and attr == "savefig":
+            _guard(ctx, call, "figure file written")
         elif owner in writers or _held_in(ctx, func, writer_roots) or name in _RANK0_CALLS:
             if _held_in(ctx, func, writer_roots) and not _alone(facts, call):
                 continue  # its value is used: on the other ranks, the stand-in answers

@@ -133,7 +133,7 @@ def shard_loader_call(ctx: Context, loader: str, at: cst.CSTNode) -> str:
         whole = ", whole_batches=True" if batchy and groups_by_class(ctx.facts) else ""
         call = f"{ctx.names.shard_loader}({loader}{whole})"
         ctx.need("sampler", at=at)
-        ctx.define_helper("auto_epoch", at, auto_epoch_code(ctx.names))
+        define_auto_epoch(ctx, at)
         if batchy:
             ctx.need("dist", at=at)
             ctx.define_helper("rank_share_batches", at, batch_sampler_code(ctx.names))
@@ -306,8 +306,12 @@ class {n.rank_share}(torch.utils.data.Sampler):
 '''
 
 
-def auto_epoch_code(n: Names) -> str:
-    return f'''
+def auto_epoch_code(n: Names, again: bool = False) -> str:
+    """The sampler that moves on after each pass; `again`: also for loaders made anew
+    (each epoch, inline in `iter(...)`), which go on from the epoch the last sampler made
+    at the same place reached (every rank makes them in the same order)."""
+    if not again:
+        return f'''
 
 class {n.auto_epoch}({n.sampler}):
     """distrun: a DistributedSampler that moves to the next epoch after each pass."""
@@ -317,6 +321,31 @@ class {n.auto_epoch}({n.sampler}):
         self.set_epoch(self.epoch + 1)
         return indices
 '''
+    return f'''
+
+class {n.auto_epoch}({n.sampler}):
+    """distrun: a DistributedSampler that moves to the next epoch after each pass; one made
+    again at the same place (`again`) goes on from the epoch the last one reached."""
+    reached = {{}}
+
+    def __init__(self, *args, again=None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.again = again
+        self.set_epoch({n.auto_epoch}.reached.get(again, 0))
+
+    def __iter__(self):
+        indices = super().__iter__()
+        self.set_epoch(self.epoch + 1)
+        {n.auto_epoch}.reached[self.again] = self.epoch
+        return indices
+'''
+
+
+def define_auto_epoch(ctx: Context, at: cst.CSTNode, again: bool = False) -> None:
+    """The sampler's class in the module of `at`: the form that takes `again` once any
+    sampler of the module needs it."""
+    defined = ctx.helpers.get(ctx.facts.module_of(at).name, {}).get("auto_epoch", "")
+    ctx.define_helper("auto_epoch", at, auto_epoch_code(ctx.names, again or "again=" in defined))
 
 
 def helper_code(n: Names, batchy: bool = False) -> str:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from distrun.convert.analysis import dotted, keyword, positional
+from distrun.convert.analysis import Facts, dotted, keyword, positional
 from distrun.convert.build import code_of, expression
 from distrun.convert.context import Context
 from distrun.convert.idioms import origin_names, trains, unwrap_iter
@@ -86,11 +86,13 @@ def scheduled_on_the_whole(ctx: Context, sharded: set[str], loaders: list[cst.Ca
     one-cycle never anneals), silently. `len(dataset)` becomes this rank's share, the
     DistributedSampler's own count: `(len(dataset) + WORLD_SIZE - 1) // WORLD_SIZE`."""
     facts, n = ctx.facts, ctx.names
-    datasets = {d for call in loaders if construction_names(facts, call) & sharded
+    datasets = {d for call in [*loaders, *ctx.train_loaders]
+                if call in ctx.train_loaders or construction_names(facts, call) & sharded
                 for d in [_dataset_of(call)] if d is not None}
     done: set[int] = set()
     for schedule in facts.calls:
-        if not (facts.call_name(schedule) or "").startswith(_SCHEDULES):
+        if not (facts.call_name(schedule) or "").startswith(_SCHEDULES) and not \
+                _steps_drawn(facts, schedule):
             continue
         for count in _counts_feeding(ctx, schedule):
             read = dotted(count.args[0].value)
@@ -101,8 +103,9 @@ def scheduled_on_the_whole(ctx: Context, sharded: set[str], loaders: list[cst.Ca
             done.add(id(count))
             ctx.plan.rewrite(count, lambda node: expression(
                 f"({code_of(node)} + {n.world_size} - 1) // {n.world_size}"))
+            what = "the step loop" if _steps_drawn(facts, schedule) else "the schedule"
             ctx.plan.change(count, "data.schedule_share", f"`{facts.code(count)}` counts "
-                            f"the whole dataset for the schedule of line {facts.line(schedule)}"
+                            f"the whole dataset for {what} of line {facts.line(schedule)}"
                             ", but each rank now reads 1/WORLD_SIZE of it: this rank's share "
                             f"(`(... + {n.world_size} - 1) // {n.world_size}`, the "
                             "DistributedSampler's count), so the schedule spans the steps "
@@ -134,6 +137,14 @@ def whole_for_library_measures(ctx: Context, sharded: set[str]) -> None:
                         f"the training loader `{code}`, now sharded: it is given a DataLoader "
                         "over its whole dataset instead, so every rank measures the whole "
                         "training set, as the single process does")
+
+
+def _steps_drawn(facts: Facts, call: cst.Call) -> bool:
+    """Is `call` the `range(...)` of a step loop that draws its batches with `next()`
+    (`for iteration in range(start, max_epoch * epoch_size): ... next(batches)`)?"""
+    loop = facts.parent.get(call)
+    return facts.call_name(call) == "range" and isinstance(loop, cst.For) and \
+        loop.iter is call and any(facts.call_name(c) == "next" for c in facts.calls_in(loop.body))
 
 
 def _dataset_of(call: cst.Call) -> str | None:

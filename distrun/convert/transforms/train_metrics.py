@@ -36,6 +36,7 @@ from distrun.convert.idioms import (
     train_loops,
 )
 from distrun.convert.transforms.evaluation import in_with, sums_before
+from distrun.convert.transforms.gathered_lists import gather_code, grown_lists
 from distrun.convert.transforms.loader_names import construction_names
 from distrun.convert.transforms.loss import sum_reduction
 from distrun.convert.transforms.meters import meter_holders, meters_code, shown
@@ -56,9 +57,11 @@ def reduce_train_metrics(ctx: Context, sharded: set[str], loaders: list[cst.Call
     for loop, origins in by_loop.items():
         loader = " and ".join(sorted(origins))
         read = [s for s in sums_before(facts, loop, tensors=True) if _read_after(facts, loop, s)]
-        lists = [s for s in _lists_before(facts, loop) if _read_after(facts, loop, s)]
+        gathered = [s for s in grown_lists(facts, loop) if _read_after(facts, loop, s)]
+        lists = [s for s in _lists_before(facts, loop) if _read_after(facts, loop, s)
+                 and s not in gathered]
         meters = meter_holders(ctx, loop, lambda s, loop=loop: _read_after(facts, loop, s))
-        if not read + lists + meters or not origins & sharded:
+        if not read + lists + meters + gathered or not origins & sharded:
             continue
         kinds = {s: _sum_kind(ctx, loop, s) for s in read}
         unknown = [s for s, k in kinds.items() if k is None] + [
@@ -68,7 +71,7 @@ def reduce_train_metrics(ctx: Context, sharded: set[str], loaders: list[cst.Call
                    if origins & whole else
                    f"what {', '.join(f'`{s}`' for s in unknown)} add up is of no known kind"
                    " (a list: batch means only)")
-            kept = read + lists + [shown(m) for m in meters]
+            kept = read + lists + gathered + [shown(m) for m in meters]
             ctx.plan.finding(loop, "data.train_metrics_shard",
                              f"{', '.join(kept)} summed or kept over this training "
                              f"loop and read after it: rank 0's share of each batch ({why})",
@@ -77,7 +80,7 @@ def reduce_train_metrics(ctx: Context, sharded: set[str], loaders: list[cst.Call
                              severity="info")
             continue
         _reduce_after(ctx, loop, {s: k for s, k in kinds.items() if k is not None}, lists,
-                      meters)
+                      meters, gathered)
 
 
 def _lists_before(facts: Facts, loop: cst.For) -> list[str]:
@@ -291,7 +294,7 @@ def _backward_loss(facts: Facts, call: cst.Call) -> str | None:
 
 
 def _reduce_after(ctx: Context, loop: cst.For, kinds: dict[str, tuple[str, bool]],
-                  lists: list[str], meters: list[str]) -> None:
+                  lists: list[str], meters: list[str], gathered: list[str]) -> None:
     n = ctx.names
     code = ""
     names = list(kinds)
@@ -319,13 +322,16 @@ def _reduce_after(ctx: Context, loop: cst.For, kinds: dict[str, tuple[str, bool]
         code += meters_code(meters, holder, (n.fresh("meters"), n.fresh("index"),
                                              n.fresh("meter")), n.device,
                             ctx.target.all_reduce_sum(ctx, holder, at=loop))
+    if gathered:
+        code += gather_code(ctx, loop, gathered)
     ctx.plan.insert_after(in_with(ctx.facts, loop) or loop, statements(code))
     said = [f"{s} ({'summed' if k == 'sum' else 'averaged over the ranks'})"
             for s, (k, _) in kinds.items()] + [f"{s} (each batch's value averaged over "
                                                "the ranks)" for s in lists] + [
         f"the meters {shown(m)} (their sums and counts summed, their averages made again)"
-        for m in meters]
+        for m in meters] + [f"{s} (every rank's items, rank by rank)" for s in gathered]
     ctx.plan.change(loop, "data.train_metrics",
-                    f"{', '.join(said)}: all-reduced after the loop, every rank's share of "
+                    f"{', '.join(said)}: {'combined' if gathered else 'all-reduced'} after "
+                    "the loop, every rank's share of "
                     "each batch counted, so what is printed, logged or returned after it is "
                     "the whole batch's, as on one process")
