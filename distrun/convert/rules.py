@@ -267,6 +267,8 @@ _RULES: tuple[tuple[str, str], ...] = (
      "it are not synced by the DDP object made while they were frozen."),
     ("hazards.cuda_visible_devices", "The script sets CUDA_VISIBLE_DEVICES: every rank "
      "would see the same GPUs."),
+    ("file_ops.link_barrier", "A link (`os.symlink`, `Path.symlink_to`) made by rank 0 "
+     "only, then a barrier every rank reaches, so none reads through it before it exists."),
     ("file_ops.rank0", "A shared file removed, renamed, moved or copied by rank 0 only."),
     ("file_ops.unguarded", "The same on a line with other statements: reported."),
     ("file_ops.rank0_write", "A file written by a library (np.save, df.to_csv) by rank 0 only."),

@@ -54,8 +54,9 @@ def plan_devices(ctx: Context) -> None:
         func = call.func
         name = facts.call_name(call)
         if isinstance(func, cst.Attribute) and func.attr.value == "cuda" and name != "torch.cuda":
-            if dotted(func.value) == "torch":
-                continue
+            if dotted(func.value) == "torch" or isinstance(
+                    facts.local_definition(call), cst.FunctionDef):
+                continue  # `utils.cuda(xs)`: a function of the project named cuda
             plan.rewrite(call, _cuda_to_device(dev))
             plan.change(call, "device.cuda_call",
                         f"`.cuda()` -> `.to({dev})`: the local rank's device")

@@ -34,11 +34,12 @@ from __future__ import annotations
 import libcst as cst
 
 from distrun.convert.analysis import dotted, positional
-from distrun.convert.build import guard_rank0
+from distrun.convert.build import guard_rank0, statements
 from distrun.convert.context import Context, Transform
 from distrun.convert.file_modes import opens_for_writing
 from distrun.convert.idioms import method_name
 from distrun.convert.transforms.checkpoint import (
+    every_rank_reaches,
     made_after_early_return,
     made_when_missing,
     writes_file,
@@ -48,8 +49,11 @@ CHANGES = frozenset({
     "os.remove", "os.unlink", "os.rmdir", "os.removedirs", "shutil.rmtree",
     "os.rename", "os.renames", "os.replace", "shutil.move",
     "shutil.copy", "shutil.copy2", "shutil.copyfile", "shutil.copytree",
+    "os.symlink", "os.link",
 })
-_PATH_METHODS = frozenset({"unlink", "rmdir"})  # pathlib.Path's (no other object has them)
+_PATH_METHODS = frozenset({"unlink", "rmdir", "symlink_to", "hardlink_to"})  # pathlib.Path's
+# Links made for the data to be read through: rank 0 makes them, then every rank waits
+_LINKS = frozenset({"os.symlink", "os.link", "symlink_to", "hardlink_to"})
 _TEMPORARY = "tempfile."
 
 
@@ -63,6 +67,21 @@ def plan_file_ops(ctx: Context) -> None:
         if _own_temporary(ctx, call) or _in_rank0_block(ctx, call):
             continue
         _guard_alone(ctx, call)
+        if (name if name in _LINKS else method_name(call)) in _LINKS:
+            _wait_for_link(ctx, call)
+
+
+def _wait_for_link(ctx: Context, call: cst.Call) -> None:
+    """After a link made by rank 0 (the data read through it), a barrier where every rank
+    comes, so that no rank reads through the link before it is there."""
+    stmt = ctx.facts.statement(call)
+    if stmt is None:
+        return
+    after = every_rank_reaches(ctx.facts, stmt)
+    ctx.plan.insert_after(after, statements(ctx.target.barrier(ctx, at=call)))
+    ctx.plan.change(call, "file_ops.link_barrier",
+                    f"`{ctx.facts.code(call.func)}(...)`: the link rank 0 makes, then a barrier "
+                    "(every rank waits for it before reading through it)")
 
 
 def _guard_alone(ctx: Context, call: cst.Call, written: bool = False) -> None:
