@@ -705,3 +705,28 @@ def test_a_loss_divided_by_a_count_over_the_batch_is_the_original_s(tmp_path: Pa
     run_single(script, tmp_path)
     run_two(tmp_path / "count_ddp.py", tmp_path)
     assert_same_checkpoint(tmp_path)
+
+
+def test_a_function_named_cuda_and_a_data_link_of_the_project(tmp_path: Path) -> None:
+    """`utils.cuda([x, y])`, a function of the project, was taken for the tensor method
+    and became `utils.to(DEVICE)` (AttributeError on both ranks at the first step), and
+    the symbolic link the data is read through, made again at each start after
+    `os.remove`, was made by every rank (FileExistsError on one of them, by timing). The
+    function is left as it is; rank 0 makes the link and every rank waits for it; the
+    run is the original's."""
+    given = FIXTURES / "project/module_cuda_and_links/in"
+    torch.manual_seed(0)
+    data = (torch.randn(64, 4), torch.randn(64, 1))
+    for side in ("orig", "conv"):
+        shutil.copytree(given, tmp_path / side)
+        (tmp_path / side / "data/raw").mkdir(parents=True)
+        torch.save(data, tmp_path / side / "data/raw/data.pt")
+    run_single(tmp_path / "orig/train.py", tmp_path / "orig")
+    shutil.copy(tmp_path / "orig/single.pt", tmp_path / "conv/single.pt")
+    converted = distrun("convert", "train.py", "--in-place", "--no-backup",
+                        cwd=tmp_path / "conv")
+    assert converted.returncode == 0, converted.stdout + converted.stderr
+    assert "file_ops.link_barrier" in converted.stdout, converted.stdout
+    assert "utils.cuda([xb, yb])" in (tmp_path / "conv/train.py").read_text()
+    run_two(tmp_path / "conv/train.py", tmp_path / "conv")
+    assert_same_checkpoint(tmp_path / "conv")
