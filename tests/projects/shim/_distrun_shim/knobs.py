@@ -272,13 +272,19 @@ def old_torch_iterators(torch):
 def old_numpy_names(numpy):
     """NumPy 1.x aliases removed in NumPy 2 (or 1.24) that tutorials of the time use:
     `np.Inf`, `np.NaN`, `np.float_`, and `np.int` (the builtin int, an alias removed in
-    1.24: rixwew/pytorch-fm's `astype(np.int)`); and `np.random.choice` of a ragged
-    sequence (an error since 1.24: see _choice_of_ragged)."""
+    1.24: rixwew/pytorch-fm's `astype(np.int)`); `np.warnings`, the standard library's
+    `warnings` module that numpy/__init__.py imported and left in its namespace until 1.24
+    (changhyeonnam/NCF's `np.warnings.filterwarnings('ignore')`); and `np.random.choice`
+    of a ragged sequence (an error since 1.24: see _choice_of_ragged)."""
     for old, new in (("Inf", "inf"), ("NaN", "nan"), ("float_", "float64")):
         if old not in numpy.__dict__:
             setattr(numpy, old, getattr(numpy, new))
     if "int" not in numpy.__dict__:
         numpy.int = int
+    if "warnings" not in numpy.__dict__:
+        import warnings
+
+        numpy.warnings = warnings
     numpy.random.choice = _choice_of_ragged(numpy, numpy.random.choice)
 
 
