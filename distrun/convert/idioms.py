@@ -248,6 +248,19 @@ def strip_moves(expr: cst.BaseExpression) -> str | None:
     return dotted(expr)
 
 
+def _tuple_source(facts: Facts, attr: cst.Attribute) -> cst.BaseExpression | None:
+    """`self.a, self.b = a, b`: the value `attr` (an element of the target) is given."""
+    element = facts.parent.get(attr)
+    target = facts.parent.get(element) if element is not None else None
+    holder = facts.parent.get(target) if target is not None else None
+    assign = facts.parent.get(holder) if isinstance(holder, cst.AssignTarget) else None
+    if not (isinstance(target, cst.Tuple) and isinstance(assign, cst.Assign) and isinstance(
+            assign.value, cst.Tuple) and len(assign.value.elements) == len(target.elements)):
+        return None
+    index = [e.value for e in target.elements].index(attr)
+    return assign.value.elements[index].value
+
+
 def origin_names(facts: Facts, code: str, scope: cst.CSTNode, depth: int = 0) -> set[str]:
     """Names the loader `code` (seen in `scope`) goes by on its way from where it is built."""
     names = {code.rsplit(".", 1)[-1]}
@@ -259,13 +272,14 @@ def origin_names(facts: Facts, code: str, scope: cst.CSTNode, depth: int = 0) ->
             return names
         for attr in facts.attributes:
             parent = facts.parent.get(attr)
-            if dotted(attr) != code or not isinstance(parent, cst.AssignTarget):
+            source = _tuple_source(facts, attr) if isinstance(parent, cst.Element) else None
+            if dotted(attr) != code or not (isinstance(parent, cst.AssignTarget) or source):
                 continue
             if facts.enclosing_class(attr) is not cls:
                 continue
-            assign = facts.parent.get(parent)
+            assign = facts.parent.get(parent) if parent is not None else None
             value = (dotted(assign.value) or keyword_read(facts, assign.value)) \
-                if isinstance(assign, cst.Assign) else None
+                if isinstance(assign, cst.Assign) else dotted(source) if source else None
             method = facts.function(attr)
             if value is not None and method is not None:
                 names |= origin_names(facts, value, method, depth + 1)

@@ -242,8 +242,8 @@ def _find_forwards(facts: Facts, flow: Flow, model: Model) -> None:
         func = call.func
         target = func.value if isinstance(func, cst.Attribute) and func.attr.value == "forward" \
             else func
-        if not isinstance(target, (cst.Name, cst.Attribute)):
-            continue
+        if not isinstance(target, (cst.Name, cst.Attribute)) or dotted(target) == "self":
+            continue  # a method of the model running its own forward: the caller's business
         place = flow.place_of(target)
         if place is None or flow.root(place) not in members:
             continue

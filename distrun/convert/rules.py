@@ -141,7 +141,11 @@ _RULES: tuple[tuple[str, str], ...] = (
      "no model has one)."),
     ("model.not_found", "No model found: no optimizer is built from a model's parameters."),
     ("model.no_forward", "No training forward pass of a model found: it was not wrapped."),
-    ("model.hand_average", "No forward pass to wrap: gradients averaged by hand at steps."),
+    ("model.hand_average", "No forward pass to wrap, or a training call of another "
+     "method of the model around its forward: gradients averaged by hand at steps."),
+    ("model.side_forward", "A training call of another method of the model that runs its "
+     "forward, where gradients cannot be averaged by hand (a target other than DDP): an "
+     "error."),
     ("model.unnamed_forward", "A training forward pass through an expression that "
      "cannot hold a wrapper (`models[i](x)`)."),
     ("model.not_set", "Where the model is trained is known, not where it is set: not "

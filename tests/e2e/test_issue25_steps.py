@@ -730,3 +730,58 @@ def test_a_function_named_cuda_and_a_data_link_of_the_project(tmp_path: Path) ->
     assert "utils.cuda([xb, yb])" in (tmp_path / "conv/train.py").read_text()
     run_two(tmp_path / "conv/train.py", tmp_path / "conv")
     assert_same_checkpoint(tmp_path / "conv")
+
+
+def test_negatives_drawn_when_the_data_set_is_built_and_a_trainer_s_alias(
+        tmp_path: Path) -> None:
+    """changhyeonnam/NCF's form: negatives drawn with `np.random.choice` (never seeded)
+    by a method the Dataset's constructor calls, and a trainer class that keeps its loader
+    (`self.epochs, self.dataloader = epochs, dataloader`) and binds it to a local name
+    before the epoch loop. Each rank built other negatives, silently, and the sampler's
+    epoch was never moved on (its one set_epoch, if any, ran once before the epochs). Now
+    rank 0 builds the data set and sends it, and the sampler moves on at each epoch: the
+    original's training, and a new order every epoch."""
+    script, said = convert_fixture(tmp_path, "data/negatives_drawn_in_init.py", "neg")
+    assert "`Interactions.__init__` draws its samples" in said, said
+    assert "`dataloader.sampler.set_epoch(epoch)`" in said, said
+    env = {"PYTHONPATH": str(ROOT / "tests/projects/shim"), "DISTRUN_SHIM_SEED_BY_RANK": "1"}
+    single = run_single(script, tmp_path, env=env)
+    multi = run_two(tmp_path / "neg_ddp.py", tmp_path, env=env)
+    assert_same_checkpoint(tmp_path)
+    labels = [line for line in single.stdout.splitlines() if line.startswith("labels")]
+    assert labels and labels[0] in multi.stdout, (single.stdout, multi.stdout)
+    firsts = [line for line in multi.stdout.splitlines() if line.startswith("first")]
+    assert len(firsts) == 3 and len({f.split(" ", 2)[2] for f in firsts}) == 3, firsts
+
+
+def test_a_model_trained_through_a_method_of_its_own_is_averaged(tmp_path: Path) -> None:
+    """`model.triplet(u, pos, neg)`, a method that runs the model's forward twice, trains
+    it at some steps and `model(u, i)` at others: DDP averaged only the latter, so the
+    ranks drifted apart from the first triplet step (launch --check: params-diverged).
+    Its gradients are now also averaged by hand before each step: the original's."""
+    script, said = convert_fixture(tmp_path, "model/side_forward.py", "side")
+    assert "`model.triplet(...)` (line 33) trains `model` through a method" in said, said
+    run_single(script, tmp_path)
+    run_two(tmp_path / "side_ddp.py", tmp_path)
+    assert_same_checkpoint(tmp_path)
+
+
+def test_a_class_that_downloads_when_told_to_does_not_hang(tmp_path: Path) -> None:
+    """`Download("data", download=True)`, a class of the project whose constructor
+    fetches by hand (changhyeonnam/NCF): the `download=` keyword made the call rank 0's
+    first (barriers around it) while the fetch inside became `rank0_call(...)` (rank 0
+    waiting in a broadcast the others never reach): both ranks hung at once. One transform
+    takes it now; the run (the archive fetched from a file:// address) is the original's."""
+    import zipfile
+
+    torch.manual_seed(1)
+    torch.save((torch.randn(64, 4), torch.randn(64, 1)), tmp_path / "ratings.pt")
+    with zipfile.ZipFile(tmp_path / "ml.zip", "w") as archive:
+        archive.write(tmp_path / "ratings.pt", "ratings.pt")
+    script, said = convert_fixture(tmp_path, "download/class_with_download_keyword.py", "dl")
+    assert "download.rank0_call" in said and "download.rank0_first" not in said, said
+    env = {"DATA_URL": (tmp_path / "ml.zip").as_uri()}
+    run_single(script, tmp_path, env=env)
+    shutil.rmtree(tmp_path / "data")
+    run_two(tmp_path / "dl_ddp.py", tmp_path, env=env)
+    assert_same_checkpoint(tmp_path)

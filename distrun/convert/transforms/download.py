@@ -22,14 +22,17 @@ import libcst as cst
 from distrun.convert.analysis import dotted, keyword
 from distrun.convert.build import Rewrite, statement, statements
 from distrun.convert.context import Context, Transform
-from distrun.convert.transforms.hand_downloads import run_hand_downloads_on_rank0
+from distrun.convert.transforms.hand_downloads import (
+    downloads_by_hand,
+    run_hand_downloads_on_rank0,
+)
 
 
 def plan_downloads(ctx: Context) -> None:
     facts, n = ctx.facts, ctx.names
     for call in facts.calls:
         given = keyword(call, "download")
-        if given is None or dotted(given.value) == "False":
+        if given is None or dotted(given.value) == "False" or downloads_by_hand(ctx, call):
             continue
         stmt = facts.statement(call)
         loop = next(iter(facts.enclosing_loops(call)), None)

@@ -28,10 +28,26 @@ def place_set_epochs(ctx: Context, loops: list[TrainLoop], epoched: set[str]) ->
         if origin_names(facts, tl.loader, facts.scope(tl.loop), 0) & epoched:
             place_set_epoch(ctx, tl.loop, tl.loader, facts.scope(tl.loop), 0, placed)
         elif not ctx.target.loaders_count_epochs:
+            epoch_loop = next(iter(facts.enclosing_loops(tl.loop)), None)
             for stmt, source in _aliases(ctx, tl, epoched):
-                if (id(stmt), source) not in placed:
+                if epoch_loop is not None and not facts.inside(stmt, epoch_loop):
+                    # `dataloader = self.dataloader` before the epochs: at each epoch's start
+                    _alias_each_epoch(ctx, epoch_loop, tl.loader, source, placed)
+                elif (id(stmt), source) not in placed:
                     placed.add((id(stmt), source))
                     _insert_set_epoch(ctx, stmt, source, None, tl.loop, after=True)
+
+
+def _alias_each_epoch(ctx: Context, epoch_loop: cst.For | cst.While, alias: str, source: str,
+                      placed: set[tuple[int, str]]) -> None:
+    """`alias.sampler.set_epoch(epoch)` first in the epoch loop (guarded where the loader is
+    one its class is given, `self.dataloader`: other callers may give another kind)."""
+    body = epoch_loop.body
+    if (id(epoch_loop), alias) in placed or not isinstance(body, cst.IndentedBlock):
+        return
+    placed.add((id(epoch_loop), alias))
+    var = _first_name(epoch_loop.target) if isinstance(epoch_loop, cst.For) else None
+    _insert_set_epoch(ctx, body.body[0], alias, var, epoch_loop, source.startswith("self."))
 
 
 def _aliases(ctx: Context, tl: TrainLoop, epoched: set[str]

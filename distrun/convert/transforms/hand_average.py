@@ -26,15 +26,52 @@ from __future__ import annotations
 
 import libcst as cst
 
+from distrun.convert.analysis import Facts, dotted
 from distrun.convert.build import statement
 from distrun.convert.context import Context
 from distrun.convert.idioms import is_optimizer_step
-from distrun.convert.models import Model
+from distrun.convert.models import Model, feeds_backward
 from distrun.convert.names import Names
 
 
-def average_by_hand(ctx: Context, model: Model) -> bool:
-    """Plan the broadcast and the averages for `model`; False if it cannot be done."""
+def side_forwards(ctx: Context, model: Model) -> list[cst.Call]:
+    """Training calls of another method of the model that runs its forward
+    (`y = model.triplet(u, i, j)`, whose body is `self.forward(u, i) - self.forward(u,
+    j)`): DDP averages only what goes through its own forward, so such a step would
+    leave the ranks apart, silently."""
+    facts, flow = ctx.facts, ctx.flow
+    found = []
+    for call in facts.calls:
+        func = call.func
+        if not isinstance(func, cst.Attribute) or func.attr.value in ("forward", "__call__") \
+                or not flow.same(flow.place_of(func.value), model.place):
+            continue
+        callee = flow.callee(call)
+        if callee is None and func.attr.value in _MODULE_API or callee is not None and \
+                not _runs_forward(facts, callee[0]):
+            continue  # (a method the analysis cannot read may run the forward: taken)
+        if feeds_backward(facts, call):
+            found.append(call)
+    return found
+
+
+# torch.nn.Module's own methods: none runs the forward
+_MODULE_API = frozenset(name for name in dir(object) + [
+    "parameters", "named_parameters", "buffers", "named_buffers", "children", "modules",
+    "named_children", "named_modules", "state_dict", "load_state_dict", "train", "eval",
+    "to", "cuda", "cpu", "float", "double", "half", "bfloat16", "zero_grad", "apply",
+    "requires_grad_", "register_buffer", "register_parameter", "add_module", "get_submodule",
+    "get_parameter", "register_forward_hook", "register_forward_pre_hook",
+    "register_full_backward_hook", "extra_repr", "type", "share_memory"])
+
+
+def _runs_forward(facts: Facts, method: cst.FunctionDef) -> bool:
+    return any(dotted(c.func) in ("self.forward", "self") for c in facts.calls_in(method))
+
+
+def average_by_hand(ctx: Context, model: Model, side: list[cst.Call] | None = None) -> bool:
+    """Plan the broadcast and the averages for `model`; False if it cannot be done.
+    `side`: the model is wrapped too, these training calls go around its forward."""
     facts, flow = ctx.facts, ctx.flow
     made = model.optimizer
     assign = facts.parent.get(made)
@@ -55,9 +92,12 @@ def average_by_hand(ctx: Context, model: Model) -> bool:
     ctx.define_helper("average_gradients", made, average_code(n))
     ctx.define_helper("broadcast_parameters", made, broadcast_code(n))
     ctx.plan.insert_after(built, [statement(f"{n.broadcast_parameters}({name})\n")])
-    ctx.plan.change(made, "model.hand_average", f"no training forward pass of "
-                    f"`{model.place.code}` found to give a DistributedDataParallel object "
-                    f"(a container of modules, or calls the analysis cannot follow): "
+    why = (f"`{facts.code(side[0].func)}(...)` (line {facts.line(side[0])}) trains "
+           f"`{model.place.code}` through a method of its own, around the forward "
+           "DistributedDataParallel averages" if side else f"no training forward pass of "
+           f"`{model.place.code}` found to give a DistributedDataParallel object (a container "
+           "of modules, or calls the analysis cannot follow)")
+    ctx.plan.change(made, "model.hand_average", f"{why}: "
                     f"`{n.broadcast_parameters}({name})` gives every rank rank 0's weights, "
                     f"and its gradients are averaged by hand before every `{name}.step()`: "
                     "DDP's steps, without its overlap of communication with the backward "

@@ -49,10 +49,7 @@ def run_hand_downloads_on_rank0(ctx: Context) -> None:
     through the script's functions it calls) and neither trains nor makes a DataLoader,
     called from one that is not such a function (no collective inside rank 0's call)."""
     facts = ctx.facts
-    fetching = [f for f in facts.function_defs if _fetches(ctx, f, 0)
-                and not trains(facts, f, flow=ctx.flow)]
-    downloads = {id(f) for f in fetching if not _loads(ctx, f)}
-    loading = {id(f) for f in fetching if id(f) not in downloads}
+    downloads, loading = _download_functions(ctx)
     for call in facts.calls:
         func = facts.function(call)
         if facts.call_name(call) in FETCHES and (func is None or id(func) not in downloads):
@@ -85,6 +82,23 @@ def run_hand_downloads_on_rank0(ctx: Context) -> None:
                         f"rank 0 only (`{n.rank0_call}`), the other ranks waiting for its "
                         "result (on several machines without a shared file system, only "
                         "node 0 gets the files)")
+
+
+def _download_functions(ctx: Context) -> tuple[set[int], set[int]]:
+    """The ids of the functions that download by hand, and of those that also load."""
+    fetching = [f for f in ctx.facts.function_defs if _fetches(ctx, f, 0)
+                and not trains(ctx.facts, f, flow=ctx.flow)]
+    downloads = {id(f) for f in fetching if not _loads(ctx, f)}
+    return downloads, {id(f) for f in fetching if id(f) not in downloads}
+
+
+def downloads_by_hand(ctx: Context, call: cst.Call) -> bool:
+    """Does `call` run a function of the project that downloads by hand, itself or through
+    the functions it calls (taken by `run_hand_downloads_on_rank0`, not also by the
+    `download=` transform: rank 0's barrier around a call that broadcasts inside would
+    pair a barrier with a broadcast, and hang)?"""
+    found = ctx.flow.callee(call)
+    return found is not None and _fetches(ctx, found[0], 0)
 
 
 def _fetch_in_place(ctx: Context, call: cst.Call, loads: bool) -> None:

@@ -38,7 +38,7 @@ from distrun.convert.layers import plan_sync_bn
 from distrun.convert.models import find_models
 from distrun.convert.object_flow import Place
 from distrun.convert.transforms import wrap
-from distrun.convert.transforms.hand_average import average_by_hand
+from distrun.convert.transforms.hand_average import average_by_hand, side_forwards
 
 
 def plan_model(ctx: Context) -> None:
@@ -72,6 +72,14 @@ def plan_model(ctx: Context) -> None:
                              "DistributedDataParallel object: not synchronised",
                              "bind the model to a name first, wrap it with DDP and call that")
         wrap.plan_wraps(ctx, model)
+        side = side_forwards(ctx, model)
+        if side and not average_by_hand(ctx, model, side):
+            ctx.plan.finding(side[0], "model.side_forward", f"`{facts.code(side[0].func)}` "
+                             f"trains `{model.place.code}` through a method of its own, "
+                             "around the forward the wrapper synchronises: its gradients "
+                             "would not be averaged across ranks",
+                             "call the model itself (its forward) in the training step, or "
+                             "average the gradients by hand before each optimizer step")
     if removed:
         _drop_module_attribute(ctx)
 

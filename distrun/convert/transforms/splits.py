@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from distrun.convert.analysis import dotted, keyword
+from distrun.convert.analysis import Facts, dotted, keyword
 from distrun.convert.build import code_of, expression, statement
 from distrun.convert.context import Context
 from distrun.convert.names import Names
@@ -45,7 +45,7 @@ from distrun.convert.transforms.rank0_values import helper_code as rank0_value_c
 
 _SPLITS = {"torch.utils.data.random_split", "torch.utils.data.dataset.random_split"}
 _DRAWS = {"torch.randperm": "torch", "numpy.random.permutation": "numpy",
-          "random.sample": "random",
+          "random.sample": "random", "numpy.random.choice": "numpy",
           # numpy's generator when not given random_state=
           "sklearn.model_selection.train_test_split": "numpy"}
 # values drawn once from a distribution: synthetic data, a target function's coefficients
@@ -115,7 +115,7 @@ def _drawn_in_a_data_set(ctx: Context, call: cst.Call, built: set[int]) -> bool:
     facts = ctx.facts
     func = facts.function(call)
     cls = facts.enclosing_class(func) if func is not None else None
-    if func is None or cls is None or func.name.value != "__init__" or not any(
+    if func is None or cls is None or not _built_by_init(facts, cls, func) or not any(
             (ctx.facts.qualname(b.value) or "").endswith("Dataset") for b in cls.bases):
         return False
     name = ctx.names.rank0_value
@@ -135,6 +135,16 @@ def _drawn_in_a_data_set(ctx: Context, call: cst.Call, built: set[int]) -> bool:
                         f"rank would build other data; `{name}({cls.name.value}(...))`: "
                         "rank 0 builds it and every rank takes it (it is sent once)")
     return True
+
+
+def _built_by_init(facts: Facts, cls: cst.ClassDef, func: cst.FunctionDef) -> bool:
+    """Is `func` the class's `__init__`, or a method `__init__` calls (`self.data =
+    self._negative_sampling()`: negatives drawn once, when the data set is built)?"""
+    if func.name.value == "__init__":
+        return True
+    init = facts.method(cls, "__init__")
+    return init is not None and any(dotted(c.func) == f"self.{func.name.value}"
+                                    for c in facts.calls_in(init))
 
 
 def _unseeded_splitter(ctx: Context, call: cst.Call) -> bool:
