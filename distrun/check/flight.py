@@ -61,12 +61,13 @@ def ask_dumps(check_folder: Path, dump_folder: Path, seconds: float) -> dict[int
     """Ask every rank listening on its FIFO for a dump; the dumps written within
     `seconds`, by rank."""
     asked: list[int] = []
+    before: dict[int, int] = {}  # a dump of an earlier report, kept: only a newer one answers
     for fifo in sorted(check_folder.glob("fr*.fifo")):
         rank_text = fifo.name[2:-5]
         if not rank_text.isdigit():
             continue
+        before[int(rank_text)] = _written(dump_folder / f"{PREFIX}{rank_text}")
         try:
-            (dump_folder / f"{PREFIX}{rank_text}").unlink(missing_ok=True)
             fd = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
         except OSError:  # ENXIO: nobody reads it (the rank has ended); a report goes on
             continue
@@ -81,11 +82,20 @@ def ask_dumps(check_folder: Path, dump_folder: Path, seconds: float) -> dict[int
     found: dict[int, Path] = {}
     while asked and time.monotonic() < deadline:
         found = {r: dump_folder / f"{PREFIX}{r}" for r in asked
-                 if (dump_folder / f"{PREFIX}{r}").exists()}
+                 if _written(dump_folder / f"{PREFIX}{r}") > before[r]}
         if len(found) == len(asked):
             break
         time.sleep(0.1)
     return found
+
+
+def _written(dump: Path) -> int:
+    """When `dump` was last written (ns), -1 if it is not there. Never removed here: a
+    report may already have named it as kept."""
+    try:
+        return dump.stat().st_mtime_ns
+    except OSError:
+        return -1
 
 
 def last_entry(dump: Path) -> str | None:
