@@ -105,13 +105,13 @@ def check_alone_and_with_a_training_loop(source: str, options: ConvertOptions) -
                                                "unsupported")
 
 
-@settings(SETTINGS, max_examples=50)
+@settings(SETTINGS, max_examples=25)
 @given(source=hypothesmith.from_grammar(), options=OPTIONS)
 def test_random_programs_from_the_grammar(source: str, options: ConvertOptions) -> None:
     check_alone_and_with_a_training_loop(source, options)
 
 
-@settings(SETTINGS, max_examples=50)
+@settings(SETTINGS, max_examples=25)
 @given(source=hypothesmith.from_node(), options=OPTIONS)
 # Found by this test: a form feed in the indentation made the blocks the converter adds
 # inconsistent with the script's (TabError in the output).
@@ -323,7 +323,7 @@ def sprinkle_comments(draw: st.DrawFn, lines: list[str]) -> str:
     return "\n".join(out) + "\n"
 
 
-@settings(SETTINGS, max_examples=60)
+@settings(SETTINGS, max_examples=30)
 @given(source=training_scripts(), options=OPTIONS)
 def test_random_training_scripts(source: str, options: ConvertOptions) -> None:
     result = convert_and_check(source, options)

@@ -42,11 +42,11 @@ def all_files() -> list[Path]:
 
 
 def plain() -> list[Path]:
-    return every_nth(all_files(), 200)
+    return every_nth(all_files(), 130)
 
 
 def grafted() -> list[Path]:
-    return every_nth(all_files(), 55, offset=7)
+    return every_nth(all_files(), 35, offset=7)
 
 
 def _assert_holds(outcome: Outcome) -> None:
