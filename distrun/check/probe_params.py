@@ -139,10 +139,22 @@ def _names(params: list[torch.Tensor]) -> list[str]:
     seen, found once among the live modules; else its place in the groups."""
     known = [_owners.name(p) for p in params]
     if all(known):
-        return [str(n) for n in known]
+        return _unique([str(n) for n in known])
     found = _names_of_live_modules([p for p, n in zip(params, known, strict=True) if not n])
-    return [n or found.get(id(p), f"param[{i}]")
-            for i, (p, n) in enumerate(zip(params, known, strict=True))]
+    return _unique([n or found.get(id(p), f"param[{i}]")
+                    for i, (p, n) in enumerate(zip(params, known, strict=True))])
+
+
+def _unique(names: list[str]) -> list[str]:
+    """Two models of one class in one optimizer (CycleGAN's generators over
+    `itertools.chain`) name their parameters alike: the second one's get `#2`, and so on,
+    in the optimizer's order (the same on every rank), so that none hides another."""
+    seen: dict[str, int] = {}
+    unique = []
+    for name in names:
+        seen[name] = seen.get(name, 0) + 1
+        unique.append(name if seen[name] == 1 else f"{name}#{seen[name]}")
+    return unique
 
 
 def _names_of_live_modules(params: list[torch.Tensor]) -> dict[int, str]:

@@ -26,6 +26,7 @@ DEFECTS = {  # script -> the rules its defect is named by
     "no_set_epoch.py": ("no-set-epoch",),
     "unwrapped_forward.py": ("params-diverged",),
     "hand_update.py": ("params-diverged",),  # no optimizer: steps between backward passes
+    "twin_models.py": ("params-diverged",),  # two same-class models: names told apart
     "save_every_rank.py": ("shared-write",),
     "print_every_rank.py": ("duplicate-output",),
     "accelerate_no_prepare.py": ("unsharded-data",),
