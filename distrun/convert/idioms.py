@@ -26,6 +26,8 @@ class Flow(Protocol):
 
     def callee(self, call: cst.Call) -> tuple[cst.FunctionDef, bool] | None: ...
 
+    def forward_of(self, call: cst.Call) -> cst.FunctionDef | None: ...
+
 
 DATALOADER = frozenset({"torch.utils.data.DataLoader", "torch.utils.data.dataloader.DataLoader"})
 ITERABLE_DATASET = frozenset({"torch.utils.data.IterableDataset",
@@ -90,6 +92,9 @@ def trains(facts: Facts, container: cst.CSTNode, depth: int = 0, flow: Flow | No
         if is_backward(call) or is_optimizer_step(call):
             return True
         found = flow.callee(call) if flow is not None else facts.callee(call)
+        if found is None and flow is not None:  # a module of the project whose forward
+            forward = flow.forward_of(call)     # trains (a meta-learner's whole step)
+            found = (forward, True) if forward is not None else None
         if found is not None and depth < 3 and found[0] is not container:
             if trains(facts, found[0], depth + 1, flow):
                 return True

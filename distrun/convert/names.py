@@ -29,7 +29,7 @@ _FIXED = ("local_rank", "rank", "world_size", "device", "dist", "ddp", "sampler"
           "rank_share", "itertools", "rank_batches", "rank0_only", "gather_batch", "copy",
           "plain_module", "keep_plain_copy", "rank_share_batches", "rank0_first",
           "rank0_call", "barrier", "mean_over_ranks", "average_gradients",
-          "broadcast_parameters", "rank_slice", "shard_loader_class")
+          "broadcast_parameters", "rank_slice", "shard_loader_class", "rank0_draws")
 
 
 @dataclass
@@ -66,6 +66,7 @@ class Names:
     broadcast_parameters: str = "broadcast_parameters"
     rank_slice: str = "rank_slice"
     shard_loader_class: str = "shard_loader_class"
+    rank0_draws: str = "rank0_draws"
     taken: set[str] = field(default_factory=set, repr=False)
     made: list[str] = field(default_factory=list, repr=False)  # what `fresh` returned
 

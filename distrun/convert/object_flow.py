@@ -166,6 +166,19 @@ class Flow:
             current = self.base_class(current)
         return None
 
+    def forward_of(self, call: cst.Call) -> cst.FunctionDef | None:
+        """The `forward` a call of a module object of the project runs (`maml(x, y)`, an
+        instance of a class of the project that defines `forward`)."""
+        if not isinstance(call.func, (cst.Name, cst.Attribute)):
+            return None
+        place = self.place_of(call.func)
+        for cls in sorted(self.instances(place) if place is not None else (),
+                          key=lambda c: (self.facts.line(c), c.name.value)):
+            method = self.method(cls, "forward")
+            if method is not None:
+                return method
+        return None
+
     def callee(self, call: cst.Call) -> tuple[cst.FunctionDef, bool] | None:
         """The project's function or method `call` runs: also `obj.method()` on an
         instance of the project's classes and `super().method()`."""

@@ -42,6 +42,7 @@ from distrun.convert.build import code_of, expression, statement
 from distrun.convert.context import Context
 from distrun.convert.names import Names
 from distrun.convert.transforms.rank0_values import helper_code as rank0_value_code
+from distrun.convert.transforms.rank0_values import through_rank0
 
 _SPLITS = {"torch.utils.data.random_split", "torch.utils.data.dataset.random_split"}
 _DRAWS = {"torch.randperm": "torch", "numpy.random.permutation": "numpy",
@@ -110,15 +111,16 @@ def _drawn_in_a_data_set(ctx: Context, call: cst.Call, built: set[int]) -> bool:
     """A draw in a Dataset's `__init__` (synthetic samples made when it is built: a
     sequence data set of random lengths and labels): each rank would build other data,
     and the sampler would shard sets that differ. Each construction made once becomes
-    `rank0_value(Data(...))`: rank 0 builds it as the original does and sends it (the data
-    set must pickle). True when the draw is in such an `__init__` (handled or not)."""
+    `rank0_draws(Data, ...)`: every rank builds it from rank 0's random states, drawing
+    what rank 0 draws as the original does (nothing is sent: a data set holding a lambda
+    need not pickle, a big one need not cross the network). True when the draw is in such
+    an `__init__` (handled or not)."""
     facts = ctx.facts
     func = facts.function(call)
     cls = facts.enclosing_class(func) if func is not None else None
     if func is None or cls is None or not _built_by_init(facts, cls, func) or not any(
             (ctx.facts.qualname(b.value) or "").endswith("Dataset") for b in cls.bases):
         return False
-    name = ctx.names.rank0_value
     aliases = {t.target.value for a in facts.assigns if isinstance(a, cst.Assign)
                and isinstance(a.value, cst.Name) and a.value.value == cls.name.value
                for t in a.targets if isinstance(t.target, cst.Name)}  # `Data = Identity`
@@ -128,13 +130,38 @@ def _drawn_in_a_data_set(ctx: Context, call: cst.Call, built: set[int]) -> bool:
                 or not _made_once(ctx, made):
             continue
         built.add(id(made))
-        _define(ctx, made, "rank0_value", name)
-        ctx.plan.rewrite(made, lambda node: expression(f"{name}({code_of(node)})"))
+        draws = ctx.names.rank0_draws
+        ctx.need("dist", at=made)
+        ctx.define_helper("rank0_draws", made, _draws_code(ctx.names))
+        ctx.plan.rewrite(made, through_rank0(draws))
         ctx.plan.change(made, "data.same_split", f"`{cls.name.value}.__init__` draws its "
                         f"samples without a seed (`{facts.code(call.func)}(...)`): each "
-                        f"rank would build other data; `{name}({cls.name.value}(...))`: "
-                        "rank 0 builds it and every rank takes it (it is sent once)")
+                        f"rank would build other data; `{draws}({cls.name.value}, ...)`: "
+                        "every rank builds it from rank 0's random states (random, numpy, "
+                        "torch), so it draws what rank 0 draws (nothing is sent: the data "
+                        "set need not pickle)")
     return True
+
+
+def _draws_code(n: Names) -> str:
+    return f'''
+
+def {n.rank0_draws}(make, *args, **kwargs):
+    """distrun: `make(*args, **kwargs)` built on every rank from rank 0's random states
+    (random, numpy, torch): every rank draws what rank 0 draws while it is built."""
+    import random
+    import sys
+    if {n.dist}.is_initialized() and {n.dist}.get_world_size() > 1:
+        numpy = sys.modules.get("numpy")
+        states = [(random.getstate(), numpy.random.get_state() if numpy else None,
+                   torch.get_rng_state())]
+        {n.dist}.broadcast_object_list(states, src=0)
+        random.setstate(states[0][0])
+        if numpy is not None:
+            numpy.random.set_state(states[0][1])
+        torch.set_rng_state(states[0][2])
+    return make(*args, **kwargs)
+'''
 
 
 def _built_by_init(facts: Facts, cls: cst.ClassDef, func: cst.FunctionDef) -> bool:
