@@ -300,3 +300,20 @@ def origin_names(facts: Facts, code: str, scope: cst.CSTNode, depth: int = 0) ->
             if arg_code is not None:
                 names |= origin_names(facts, arg_code, facts.scope(site), depth + 1)
     return names
+
+
+def in_eval_mode(facts: Facts, call: cst.Call) -> bool:
+    """Is the model `call` runs last put in evaluation mode before it, in its function or
+    loop (`classifier = classifier.eval()` then a test batch scored inside the training
+    loop: pointnet.pytorch), with no `.train()` since?"""
+    func = call.func.value if isinstance(call.func, cst.Attribute) and \
+        call.func.attr.value == "forward" else call.func
+    model = dotted(func)
+    scope = facts.function(call) or facts.top_level_statement(call)
+    line = facts.line(call)
+    modes = [(facts.line(c), method_name(c)) for c in facts.calls_in(scope)
+             if method_name(c) in ("eval", "train") and receiver(c) == model
+             and facts.line(c) < line and all(  # not in a branch the call is outside of
+                 facts.inside(call, up) for up in facts.ancestors(c)
+                 if isinstance(up, cst.If) and facts.inside(up, scope))]
+    return bool(modes) and max(modes)[1] == "eval"

@@ -25,6 +25,7 @@ import libcst as cst
 from distrun.convert.analysis import Facts, dotted
 from distrun.convert.idioms import (
     MOVES,
+    in_eval_mode,
     is_backward,
     is_optimizer,
     is_optimizer_step,
@@ -259,7 +260,8 @@ def _find_forwards(facts: Facts, flow: Flow, model: Model) -> None:
 
 
 def _is_training(facts: Facts, flow: Flow, call: cst.Call) -> bool:
-    if without_gradients(facts, call):
+    if without_gradients(facts, call) or in_eval_mode(facts, call) and not feeds_backward(
+            facts, call):  # (a model trained in eval mode, its BatchNorm frozen, trains)
         return False
     func = facts.function(call)
     loop = next(iter(facts.enclosing_loops(call)), None)

@@ -781,3 +781,16 @@ def test_a_class_that_downloads_when_told_to_does_not_hang(tmp_path: Path) -> No
     shutil.rmtree(tmp_path / "data")
     run_two(tmp_path / "dl_ddp.py", tmp_path, env=env)
     assert_same_checkpoint(tmp_path)
+
+
+def test_a_meta_learner_whose_forward_trains_gets_its_loader_sharded(tmp_path: Path) -> None:
+    """A meta-learner module whose forward runs the whole step (its network's forward,
+    backward, its own optimizer's step: MAML-Pytorch's Meta), the loop only calling
+    `meta(x, y)`: the loader was taken for a statistics pass (no optimizer stepped in the
+    loop's function) and left whole, each rank training on all the tasks. It is a training
+    loader now: sharded, the original's steps."""
+    script, said = convert_fixture(tmp_path, "model/meta_learner_forward.py", "meta")
+    assert "data.sampler" in said and "data.statistics_pass" not in said, said
+    run_single(script, tmp_path)
+    run_two(tmp_path / "meta_ddp.py", tmp_path)
+    assert_same_checkpoint(tmp_path)

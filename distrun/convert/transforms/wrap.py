@@ -19,7 +19,7 @@ from collections.abc import Iterator
 
 import libcst as cst
 
-from distrun.convert.analysis import Facts
+from distrun.convert.analysis import Facts, dotted
 from distrun.convert.build import code_of, expression
 from distrun.convert.context import Context, WrapSite
 from distrun.convert.layers import sync_bn_lines
@@ -256,7 +256,24 @@ def _binds(ctx: Context, stmt: cst.CSTNode, place: Place) -> bool:
             for node in walk(stmt.target)):
         return True
     return any(ctx.facts.inside(target, stmt) and not ctx.flow.placeholder(target)
-               for target in ctx.flow.bindings(place))
+               and not _itself(ctx, target) for target in ctx.flow.bindings(place))
+
+
+# Module methods that return the module itself: `model = model.train()` is no new model
+_SELF_RETURNING = frozenset({"train", "eval", "to", "cuda", "cpu", "float", "double", "half",
+                             "bfloat16", "requires_grad_", "apply", "type"})
+
+
+def _itself(ctx: Context, target: cst.CSTNode) -> bool:
+    """Is `target` given its own value back (`classifier = classifier.train()`)?"""
+    assign = ctx.facts.parent.get(ctx.facts.parent.get(target, target))
+    value = assign.value if isinstance(assign, cst.Assign) else None
+    while isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and \
+            value.func.attr.value in _SELF_RETURNING:
+        value = value.func.value
+        if isinstance(target, cst.BaseExpression) and dotted(value) == dotted(target):
+            return True
+    return False
 
 
 def _reaches(facts: Facts, ctx: Context, stmt: cst.CSTNode, sites: list[cst.CSTNode],
