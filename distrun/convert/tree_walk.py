@@ -105,8 +105,19 @@ class Walker(cst.CSTVisitor):
         self.bound.add(node.name.value)
         if self.facts.parent.get(node) is self.info.module:
             self.info.functions[node.name.value] = node
+        elif self._module_level(node):  # a def in a top-level loop or `if`: a global too
+            self.info.functions.setdefault(node.name.value, node)
         for param in [*node.params.params, *node.params.posonly_params, *node.params.kwonly_params]:
             self.bound.add(param.name.value)
+
+    def _module_level(self, node: cst.CSTNode) -> bool:
+        """Is `node` in no function or class (only in top-level blocks)?"""
+        up = self.facts.parent.get(node)
+        while up is not None and up is not self.info.module:
+            if isinstance(up, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+                return False
+            up = self.facts.parent.get(up)
+        return up is self.info.module
 
     def visit_ClassDef(self, node: cst.ClassDef) -> None:
         self.bound.add(node.name.value)

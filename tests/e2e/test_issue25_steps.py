@@ -794,3 +794,37 @@ def test_a_meta_learner_whose_forward_trains_gets_its_loader_sharded(tmp_path: P
     run_single(script, tmp_path)
     run_two(tmp_path / "meta_ddp.py", tmp_path)
     assert_same_checkpoint(tmp_path)
+
+
+def test_a_file_written_through_a_parameter_is_rank_0s_whatever_other_functions_read(
+        tmp_path: Path) -> None:
+    """`np.savetxt(file_path, ...)` in `save_loss(losses, file_path)`, while another
+    function reads its own `file_path` parameter (`load_json_file`): the paths were matched
+    by their text, the write taken for one read back and left on every rank (launch
+    --check: [shared-write], exit 3: jidasheng/bi-lstm-crf's loss.csv). A local name is one
+    file in its own function only: the write is rank 0's, and the run clean."""
+    script, said = convert_fixture(tmp_path, "file_ops/read_back_other_function.py", "rb")
+    assert "file_ops.rank0_write" in said and "file_ops.read_back" not in said, said
+    run_single(script, tmp_path)
+    run_two(tmp_path / "rb_ddp.py", tmp_path)
+    assert_same_checkpoint(tmp_path)
+
+
+def test_folds_with_functions_defined_in_the_loop_and_one_loader_call_for_the_splits(
+        tmp_path: Path) -> None:
+    """bknyaz/graph_nn's cross-validation: per fold, one DataLoader call in `for split in
+    ['train', 'test']` (shuffled for training only) and train()/test() defined in the fold's
+    loop body. The functions were not found (only module-level defs were), so the DDP
+    object was made after the training loop (NameError on both ranks), and the one loader
+    call, "the script's only DataLoader", sharded the test split too (each rank scored its
+    half). The wrap now precedes the epochs, the sampler is given where the split
+    shuffles, and the run and the printed test losses are the original's."""
+    script, said = convert_fixture(tmp_path, "data/folds_with_closures.py", "folds")
+    assert 'if split == "train" else None)' in said, said
+    single = run_single(script, tmp_path)
+    two = run_two(tmp_path / "folds_ddp.py", tmp_path)
+    assert_same_checkpoint(tmp_path)
+    expected, got = _metrics(single.stdout), _metrics(two.stdout + two.stderr)
+    assert len(expected) == 2 and len(got) == 2, (expected, got)
+    for want, have in zip(expected, got, strict=True):
+        assert have == pytest.approx(want, rel=1e-5), (expected, got)

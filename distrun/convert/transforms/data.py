@@ -274,7 +274,7 @@ def _add_sampler(ctx: Context, call: cst.Call, why: str, auto_epoch: bool = Fals
     place = "" if facts.module_of(call).is_entry else \
         f", num_replicas={ctx.names.world_size}, rank={ctx.names.rank}"
     sampler = sampler_code(ctx, call, f"{ds_code}, shuffle={shuffle}{place}", auto_epoch,
-                           shuffle != "False")
+                           shuffle, "only DataLoader" in why)
     ctx.need("sampler", at=call)
     plan.rewrite(call, _rebuild_loader(sampler))
     plan.change(call, "data.sampler",

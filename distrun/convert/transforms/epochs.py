@@ -258,21 +258,26 @@ def feeds_endlessly(facts: Facts, func: cst.FunctionDef) -> bool:
 
 
 def sampler_code(ctx: Context, call: cst.Call, args: str, auto_epoch: bool,
-                 shuffles: bool = True) -> str:
+                 shuffle: str = "True", alone: bool = False) -> str:
     """The sampler given to the training DataLoader `call`: a DistributedSampler, or one
     that moves on after each pass where passes are not followed (`auto_epoch`), and also
     where the loader is made again (each epoch, inline in `iter(...)`): a new
     DistributedSampler would start at epoch 0 every time, the same order and shares each
-    epoch where the original reshuffles (`shuffles`: the loader may shuffle)."""
+    epoch where the original reshuffles (`shuffle`: the loader's shuffle, as code). The
+    script's only DataLoader call (`alone`) made in a loop over the phases with a shuffle
+    that depends on the phase (`shuffle=split == 'train'`) is sharded only where it
+    shuffles: an unshuffled one is an evaluation, left whole."""
     n = ctx.names
-    again = shuffles and made_again(ctx, call)
+    again = shuffle != "False" and made_again(ctx, call)
     if not (auto_epoch or again):
-        return f"{n.sampler}({args})"
-    define_auto_epoch(ctx, call, again)
-    if not again:
-        return f"{n.auto_epoch}({args})"
-    place = f"{ctx.facts.module_of(call).name}:{ctx.facts.line(call)}"
-    return f'{n.auto_epoch}({args}, again="{place}")'
+        made = f"{n.sampler}({args})"
+    else:
+        define_auto_epoch(ctx, call, again)
+        place = f"{ctx.facts.module_of(call).name}:{ctx.facts.line(call)}"
+        made = f'{n.auto_epoch}({args}, again="{place}")' if again else \
+            f"{n.auto_epoch}({args})"
+    phases = alone and shuffle not in ("True", "False") and made_again(ctx, call)
+    return f"({made} if {shuffle} else None)" if phases else made
 
 
 def made_again(ctx: Context, call: cst.Call) -> bool:

@@ -33,11 +33,11 @@ from __future__ import annotations
 
 import libcst as cst
 
-from distrun.convert.analysis import dotted, positional
+from distrun.convert.analysis import Facts, dotted, positional
 from distrun.convert.build import guard_rank0, statements
 from distrun.convert.context import Context, Transform
 from distrun.convert.file_modes import opens_for_writing
-from distrun.convert.idioms import method_name
+from distrun.convert.idioms import assigns_inside, method_name
 from distrun.convert.transforms.checkpoint import (
     every_rank_reaches,
     made_after_early_return,
@@ -163,7 +163,7 @@ def _plan_result_writes(ctx: Context) -> None:
             continue
         code = facts.code(path)
         back = next((r for r in readers if (r_path := _path_of(r)) is not None
-                     and facts.code(r_path) == code), None)
+                     and facts.code(r_path) == code and _same_place(facts, path, call, r)), None)
         if back is not None:
             ctx.plan.finding(call, "file_ops.read_back",
                              f"`{facts.code(call.func)}(...)` writes `{code}` on every rank, "
@@ -173,6 +173,20 @@ def _plan_result_writes(ctx: Context) -> None:
                              "`dist.barrier()` before it is read")
             continue
         _guard_alone(ctx, call, written=True)
+
+
+def _same_place(facts: Facts, path: cst.BaseExpression, write: cst.Call, read: cst.Call
+                ) -> bool:
+    """Can `read`'s path, spelled as `write`'s, be the same file? A name is one in its own
+    function (a parameter `file_path` of another module's reader is another file), an
+    attribute or a global one in its module; a string is the same file anywhere."""
+    if facts.module_of(read) is not facts.module_of(write):
+        return not isinstance(path, (cst.Name, cst.Attribute))
+    func = facts.function(write)
+    if isinstance(path, cst.Name) and func is not None and (
+            path.value in facts.params(func, False) or assigns_inside(facts, func, path.value)):
+        return facts.function(read) is func  # a local name: this function's file only
+    return True
 
 
 def _path_of(call: cst.Call) -> cst.BaseExpression | None:
