@@ -15,7 +15,7 @@ from distrun.convert.build import statement
 from distrun.convert.context import Context
 from distrun.convert.idioms import DATALOADER, TrainLoop, assigns_inside, origin_names, unwrap_iter
 from distrun.convert.syntax import walk
-from distrun.convert.transforms.rebuild import define_auto_epoch
+from distrun.convert.transforms.auto_epoch import define_auto_epoch
 
 
 def place_set_epochs(ctx: Context, loops: list[TrainLoop], epoched: set[str]) -> None:

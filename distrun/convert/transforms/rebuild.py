@@ -31,6 +31,7 @@ from distrun.convert.context import Context
 from distrun.convert.idioms import TrainLoop, origin_names, unwrap_iter
 from distrun.convert.names import Names
 from distrun.convert.object_flow import Place
+from distrun.convert.transforms.auto_epoch import define_auto_epoch
 from distrun.convert.transforms.batch_samplers import groups_by_class, sampler_made
 from distrun.convert.transforms.batch_samplers import helper_code as batch_sampler_code
 from distrun.convert.transforms.batches import made_by_hand
@@ -304,48 +305,6 @@ class {n.rank_share}(torch.utils.data.Sampler):
         world = {n.dist}.get_world_size() if {n.dist}.is_initialized() else 1
         return -(-len(self.sampler) // world)
 '''
-
-
-def auto_epoch_code(n: Names, again: bool = False) -> str:
-    """The sampler that moves on after each pass; `again`: also for loaders made anew
-    (each epoch, inline in `iter(...)`), which go on from the epoch the last sampler made
-    at the same place reached (every rank makes them in the same order)."""
-    if not again:
-        return f'''
-
-class {n.auto_epoch}({n.sampler}):
-    """distrun: a DistributedSampler that moves to the next epoch after each pass."""
-
-    def __iter__(self):
-        indices = super().__iter__()
-        self.set_epoch(self.epoch + 1)
-        return indices
-'''
-    return f'''
-
-class {n.auto_epoch}({n.sampler}):
-    """distrun: a DistributedSampler that moves to the next epoch after each pass; one made
-    again at the same place (`again`) goes on from the epoch the last one reached."""
-    reached = {{}}
-
-    def __init__(self, *args, again=None, **kwargs):
-        super().__init__(*args, **kwargs)
-        self.again = again
-        self.set_epoch({n.auto_epoch}.reached.get(again, 0))
-
-    def __iter__(self):
-        indices = super().__iter__()
-        self.set_epoch(self.epoch + 1)
-        {n.auto_epoch}.reached[self.again] = self.epoch
-        return indices
-'''
-
-
-def define_auto_epoch(ctx: Context, at: cst.CSTNode, again: bool = False) -> None:
-    """The sampler's class in the module of `at`: the form that takes `again` once any
-    sampler of the module needs it."""
-    defined = ctx.helpers.get(ctx.facts.module_of(at).name, {}).get("auto_epoch", "")
-    ctx.define_helper("auto_epoch", at, auto_epoch_code(ctx.names, again or "again=" in defined))
 
 
 def helper_code(n: Names, batchy: bool = False) -> str:
