@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -509,8 +510,15 @@ def test_training_metrics_read_after_the_loop_are_the_whole_batch_s(tmp_path: Pa
     single = run_single(script, tmp_path)
     two = run_two(tmp_path / "metrics_ddp.py", tmp_path)
     assert_same_checkpoint(tmp_path)
+    assert_same_metrics(single, two, 6)
+
+
+def assert_same_metrics(single: subprocess.CompletedProcess[str],
+                        two: subprocess.CompletedProcess[str], count: int) -> None:
+    """The `metrics ...` lines the original printed, `count` of them, printed again by the
+    converted run (rank 0), each number to 1e-5."""
     expected, got = _metrics(single.stdout), _metrics(two.stdout + two.stderr)
-    assert len(expected) == 6 and len(got) == 6, (expected, got)
+    assert len(expected) == count and len(got) == count, (expected, got)
     for want, have in zip(expected, got, strict=True):
         assert have == pytest.approx(want, rel=1e-5), (expected, got)
 
@@ -648,10 +656,7 @@ def test_batches_drawn_through_a_generator_in_a_step_loop_are_sharded_and_summed
     single = run_single(script, tmp_path)
     two = run_two(tmp_path / "steps_ddp.py", tmp_path)
     assert_same_checkpoint(tmp_path)
-    expected, got = _metrics(single.stdout), _metrics(two.stdout + two.stderr)
-    assert len(expected) == 2 and len(got) == 2, (expected, got)
-    for want, have in zip(expected, got, strict=True):
-        assert have == pytest.approx(want, rel=1e-5), (expected, got)
+    assert_same_metrics(single, two, 2)
 
 
 def test_a_loader_made_anew_each_epoch_reshuffles_and_its_steps_are_the_rank_s(
@@ -685,10 +690,7 @@ def test_predictions_collected_over_training_are_every_rank_s(tmp_path: Path) ->
     single = run_single(script, tmp_path)
     two = run_two(tmp_path / "preds_ddp.py", tmp_path)
     assert_same_checkpoint(tmp_path)
-    expected, got = _metrics(single.stdout), _metrics(two.stdout + two.stderr)
-    assert len(expected) == 3 and len(got) == 3, (expected, got)
-    for want, have in zip(expected, got, strict=True):
-        assert have == pytest.approx(want, rel=1e-5), (expected, got)
+    assert_same_metrics(single, two, 3)
 
 
 def test_a_loss_divided_by_a_count_over_the_batch_is_the_original_s(tmp_path: Path) -> None:
@@ -824,7 +826,4 @@ def test_folds_with_functions_defined_in_the_loop_and_one_loader_call_for_the_sp
     single = run_single(script, tmp_path)
     two = run_two(tmp_path / "folds_ddp.py", tmp_path)
     assert_same_checkpoint(tmp_path)
-    expected, got = _metrics(single.stdout), _metrics(two.stdout + two.stderr)
-    assert len(expected) == 2 and len(got) == 2, (expected, got)
-    for want, have in zip(expected, got, strict=True):
-        assert have == pytest.approx(want, rel=1e-5), (expected, got)
+    assert_same_metrics(single, two, 2)
