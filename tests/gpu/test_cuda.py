@@ -41,11 +41,12 @@ def convert(name: str, folder: Path, *options: str) -> tuple[Path, Path]:
     return script, converted
 
 
-def launch_on_the_gpus(converted: Path, folder: Path, launcher: str = "torchrun") -> str:
+def launch_on_the_gpus(converted: Path, folder: Path, launcher: str = "torchrun",
+                       *script_args: str) -> str:
     """The converted script on every GPU (one here), NCCL_DEBUG=INFO, under `--check` (its
     probe fingerprints CUDA tensors where they live); its output."""
     result = distrun("launch", "--launcher", launcher, "--nproc-per-node", "gpu", "--check",
-                     str(converted), cwd=folder,
+                     str(converted), *script_args, cwd=folder,
                      env={"BATCH_SIZE": str(64 // torch.cuda.device_count()),
                           "OUT_PATH": str(folder / "multi.pt"), "NCCL_DEBUG": "INFO"})
     output = result.stdout + result.stderr
@@ -224,6 +225,27 @@ def test_a_device_string_read_as_a_string_still_runs_on_the_gpu(tmp_path: Path) 
     multi = launch_on_the_gpus(converted, tmp_path)
     assert_same_checkpoint(tmp_path)
     assert "training on CUDA" in single.stdout and "training on CUDA" in multi
+
+
+def test_classes_whose_conversion_adds_collectives_run_them_on_the_gpu(tmp_path: Path) -> None:
+    """tests/gpu/scripts/classes_on_gpu.py: a GPU index read from the command line, the
+    optimizer built before the model moves to the GPU, a model trained through a method of
+    its own (broadcast and averaged by hand), predictions and a loss collected over the
+    training and measured after it (gathered, all-reduced). NCCL moves only GPU tensors;
+    the converted script, told `--gpu 3` on a machine with one GPU, trains on the rank's
+    GPU and prints the original's metrics."""
+    script = tmp_path / "classes.py"
+    shutil.copy(ROOT / "tests/gpu/scripts/classes_on_gpu.py", script)
+    converted = tmp_path / "converted.py"
+    result = distrun("convert", str(script), "-o", str(converted))
+    assert result.returncode == 0, result.stdout + result.stderr
+    for rule in ("device.string", "model.hand_average", "data.train_metrics"):
+        assert f": {rule}:" in result.stdout, result.stdout
+    single = run_single(script, tmp_path)
+    multi = launch_on_the_gpus(converted, tmp_path, "torchrun", "--gpu", "3")
+    assert_same_checkpoint(tmp_path)
+    metrics = [line for line in multi.splitlines() if line.startswith("metrics ")]
+    assert len(metrics) == 4 and metrics == single.stdout.strip().splitlines(), multi
 
 
 QUIET_AFTER_NCCL = """\

@@ -88,7 +88,7 @@ def average_by_hand(ctx: Context, model: Model, side: list[cst.Call] | None = No
         return False
     n = ctx.names
     name = facts.code(target)
-    ctx.need("dist", at=made)
+    ctx.need("torch", "dist", at=made)
     ctx.define_helper("average_gradients", made, average_code(n))
     ctx.define_helper("broadcast_parameters", made, broadcast_code(n))
     ctx.plan.insert_after(built, [statement(f"{n.broadcast_parameters}({name})\n")])
@@ -141,10 +141,17 @@ def broadcast_code(n: Names) -> str:
     return f'''
 
 def {n.broadcast_parameters}(optimizer):
-    """distrun: every rank starts from rank 0's weights (what DDP does when it wraps)."""
+    """distrun: every rank starts from rank 0's weights (what DDP does when it wraps).
+    NCCL sends only GPU tensors: a parameter not moved to the GPU yet goes through one."""
     if not {n.dist}.is_initialized():
         return
+    through_gpu = {n.dist}.get_backend() == "nccl"
     for group in optimizer.param_groups:
         for parameter in group["params"]:
-            {n.dist}.broadcast(parameter.data, src=0)
+            if through_gpu and parameter.device.type != "cuda":
+                sent = parameter.data.to(torch.device("cuda", torch.cuda.current_device()))
+                {n.dist}.broadcast(sent, src=0)
+                parameter.data.copy_(sent)
+            else:
+                {n.dist}.broadcast(parameter.data, src=0)
 '''
