@@ -51,6 +51,7 @@ DISTRUN_SHIM_OLD_APIS=1     the APIs old tutorials call: DataLoader iterators' `
                             ReduceLROnPlateau's `verbose=` (accepted, ignored: gone in 2.x),
                             `np.Inf` / `np.NaN` / `np.float_` (NumPy 1.x), `np.int` (< 1.24),
                             `np.warnings` (the standard library's `warnings`, < 1.24),
+                            `np.in1d` (`np.isin(...).ravel()`, removed in 2.4),
                             `np.random.choice` of a ragged sequence (an object array, < 1.24).
 DISTRUN_SHIM_ZERO_DIM_INDEX=1
                             `t[0]` of a 0-dim tensor is a copy of `t`, as in PyTorch 0.4

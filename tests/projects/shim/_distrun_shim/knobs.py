@@ -274,8 +274,10 @@ def old_numpy_names(numpy):
     `np.Inf`, `np.NaN`, `np.float_`, and `np.int` (the builtin int, an alias removed in
     1.24: rixwew/pytorch-fm's `astype(np.int)`); `np.warnings`, the standard library's
     `warnings` module that numpy/__init__.py imported and left in its namespace until 1.24
-    (changhyeonnam/NCF's `np.warnings.filterwarnings('ignore')`); and `np.random.choice`
-    of a ragged sequence (an error since 1.24: see _choice_of_ragged)."""
+    (changhyeonnam/NCF's `np.warnings.filterwarnings('ignore')`); `np.in1d` (deprecated
+    in 2.0, removed in 2.4: `np.isin(...).ravel()`, what 2.x's in1d returned; the
+    RotatE repository's negative sampling); and `np.random.choice` of a ragged sequence
+    (an error since 1.24: see _choice_of_ragged)."""
     for old, new in (("Inf", "inf"), ("NaN", "nan"), ("float_", "float64")):
         if old not in numpy.__dict__:
             setattr(numpy, old, getattr(numpy, new))
@@ -285,6 +287,13 @@ def old_numpy_names(numpy):
         import warnings
 
         numpy.warnings = warnings
+    if "in1d" not in numpy.__dict__:
+
+        def in1d(ar1, ar2, assume_unique=False, invert=False, **kwargs):
+            return numpy.isin(ar1, ar2, assume_unique=assume_unique, invert=invert,
+                              **kwargs).ravel()
+
+        numpy.in1d = in1d
     numpy.random.choice = _choice_of_ragged(numpy, numpy.random.choice)
 
 
