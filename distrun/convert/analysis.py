@@ -230,10 +230,12 @@ class Facts(NodeIndex):
         return self.definition(qualified) if qualified and "." in qualified else None
 
     def params(self, func: cst.FunctionDef, is_method: bool) -> list[str]:
+        """The parameters a call fills, in order: a method's first (`self`, `cls`) left
+        out, not a static method's (`Model.train_step(model, optimizer, ...)`)."""
         names = [p.name.value for p in func.params.posonly_params] + [
             p.name.value for p in func.params.params
         ]
-        return names[1:] if is_method and names else names
+        return names[1:] if is_method and names and not is_static(func) else names
 
     def argument_for(
         self, call: cst.Call, func: cst.FunctionDef, is_method: bool, param: str
@@ -283,3 +285,8 @@ class Facts(NodeIndex):
 
     def classes(self) -> list[cst.ClassDef]:
         return [cls for info in self.modules for cls in info.classes.values()]
+
+
+def is_static(func: cst.FunctionDef) -> bool:
+    """Is `func` decorated `@staticmethod` (no `self` to bind)?"""
+    return any(dotted(d.decorator) == "staticmethod" for d in func.decorators)

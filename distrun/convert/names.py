@@ -29,7 +29,8 @@ _FIXED = ("local_rank", "rank", "world_size", "device", "dist", "ddp", "sampler"
           "rank_share", "itertools", "rank_batches", "rank0_only", "gather_batch", "copy",
           "plain_module", "keep_plain_copy", "rank_share_batches", "rank0_first",
           "rank0_call", "barrier", "mean_over_ranks", "average_gradients",
-          "broadcast_parameters", "rank_slice", "shard_loader_class", "rank0_draws")
+          "broadcast_parameters", "rank_slice", "shard_loader_class", "rank0_draws",
+          "batch_sum")
 
 
 @dataclass
@@ -67,6 +68,7 @@ class Names:
     rank_slice: str = "rank_slice"
     shard_loader_class: str = "shard_loader_class"
     rank0_draws: str = "rank0_draws"
+    batch_sum: str = "batch_sum"
     taken: set[str] = field(default_factory=set, repr=False)
     made: list[str] = field(default_factory=list, repr=False)  # what `fresh` returned
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import ast
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -103,10 +104,13 @@ def find_modules(entry: Path, root: Path | None = None, text: str | None = None
         if added not in places and (root is None or root.resolve() in (added, *added.parents)):
             places.append(added)
     found: dict[Path, str] = {entry: entry.stem}
-    todo = [(entry, "")]
+    todo: list[tuple[Path, str, list[str] | None]] = [(entry, "", None)]
+    by_name: set[str] = set()  # modules named in strings, for importlib
     while todo:
-        path, package = todo.pop()
-        for name in _imported_names(path, package, text if path == entry else None):
+        path, package, names = todo.pop()
+        if names is None:
+            names = _imported_names(path, package, text if path == entry else None)
+        for name in names:
             for base in places:
                 modules = _files_of(base, name)
                 for module in modules:
@@ -123,9 +127,15 @@ def find_modules(entry: Path, root: Path | None = None, text: str | None = None
                             "one folder", "copy the module into the folder (or give --root "
                             "a folder that holds both)")
                     found[module] = _module_name(base, module)
-                    todo.append((module, _package_of(base, module)))
+                    todo.append((module, _package_of(base, module), None))
                 if modules:
                     break  # found where Python looks first
+        if not todo and _imports_by_name(found, entry, text):
+            named = {n for module in found for n in _module_strings(
+                module, text if module == entry else None)} - by_name
+            by_name |= named
+            if named:
+                todo.append((entry, "", sorted(named)))
     return list(found.items())
 
 
@@ -301,6 +311,38 @@ def _imported_names(path: Path, package: str, text: str | None = None) -> list[s
                 names.append(base)
             names += [f"{base}.{a.name}" if base else a.name for a in node.names if a.name != "*"]
     return names
+
+
+_FILE_ENDINGS = frozenset({"pt", "pth", "ckpt", "bin", "yaml", "yml", "json", "csv", "tsv",
+                           "txt", "py", "pkl", "pickle", "npy", "npz", "h5", "log", "png",
+                           "jpg", "jpeg", "tar", "gz", "zip", "md", "cfg", "ini", "toml"})
+_DOTTED = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)+")
+
+
+def _imports_by_name(found: dict[Path, str], entry: Path, text: str | None) -> bool:
+    """Does a module of the project import modules by name (`importlib.import_module`,
+    `__import__`)?"""
+    for module in found:
+        try:
+            code = text if module == entry and text is not None else module.read_text(
+                errors="replace")
+        except OSError:
+            continue
+        if "import_module(" in code or "__import__(" in code:
+            return True
+    return False
+
+
+def _module_strings(path: Path, text: str | None = None) -> list[str]:
+    """Strings of `path` written like a dotted module name (`"pkg.model.two_tower"`, a
+    table of the modules importlib loads by name), file names left out."""
+    try:
+        tree = ast.parse(text if text is not None else path.read_bytes())
+    except (SyntaxError, ValueError, OSError):
+        return []
+    return [node.value for node in ast.walk(tree) if isinstance(node, ast.Constant)
+            and isinstance(node.value, str) and _DOTTED.fullmatch(node.value)
+            and node.value.rpartition(".")[2].lower() not in _FILE_ENDINGS]
 
 
 def _absolute(module: str, level: int, package: str) -> str | None:

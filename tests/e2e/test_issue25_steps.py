@@ -705,6 +705,41 @@ def test_a_loss_divided_by_a_count_over_the_batch_is_the_original_s(tmp_path: Pa
     assert_same_checkpoint(tmp_path)
 
 
+def test_losses_summed_over_the_batch_by_sum_keep_the_step_and_the_penalty(
+        tmp_path: Path) -> None:
+    """A BPR loss `-F.logsigmoid(pred).sum()` plus an L2 penalty on the weights, reached
+    through an attribute of the model (`self.loss = bpr_loss`), and a KL term
+    `torch.sum(...)` over the batch: each rank summed half the batch and DDP averaged,
+    every step half the original's (silent); scaling the backward would double the
+    penalty. Each batch sum is scaled while it is differentiated: the weights are the
+    original's to 1e-5, and the validation under no_grad prints the original's loss."""
+    script, said = convert_fixture(tmp_path, "loss/sums_by_method.py", "sums")
+    assert said.count("loss.batch_sum") == 1 and "F.logsigmoid(pred).sum()" in said, said
+    assert "p.pow(2).sum()" not in said, said  # the penalty: no sum over the batch
+    single = run_single(script, tmp_path)
+    two = run_two(tmp_path / "sums_ddp.py", tmp_path)
+    assert_same_checkpoint(tmp_path)
+    assert_same_metrics(single, two, 3)
+
+
+def test_a_static_training_step_and_a_model_module_loaded_by_name(tmp_path: Path) -> None:
+    """RotatE's `kge_model.train_step(kge_model, optimizer, ...)`, a @staticmethod whose
+    first parameter was taken for `self` (the model never found: exit 4), and
+    bohyunshin/recommender's model class chosen by name through importlib, whose module
+    was never read (its loss, a sum over the batch, left at half the step, silently).
+    The static step gets the DDP object, the module named in a string is converted with
+    the project, its sum scaled: the original's weights to 1e-5."""
+    project = tmp_path / "project"
+    shutil.copytree(FIXTURES / "project/static_step_by_name/in", project)
+    converted = distrun("convert", "main.py", cwd=project)
+    assert converted.returncode == 0, converted.stdout + converted.stderr
+    said = converted.stdout
+    assert "model.pass_wrapper" in said and "(models/ranker.py:13)" in said, said
+    run_single(project / "main.py", tmp_path)
+    run_two(tmp_path / "project_ddp/main.py", tmp_path)
+    assert_same_checkpoint(tmp_path)
+
+
 def test_a_function_named_cuda_and_a_data_link_of_the_project(tmp_path: Path) -> None:
     """`utils.cuda([x, y])`, a function of the project, was taken for the tensor method
     and became `utils.to(DEVICE)` (AttributeError on both ranks at the first step), and

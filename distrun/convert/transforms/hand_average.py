@@ -47,9 +47,13 @@ def side_forwards(ctx: Context, model: Model) -> list[cst.Call]:
                 or not flow.same(flow.place_of(func.value), model.place):
             continue
         callee = flow.callee(call)
-        if callee is None and func.attr.value in _MODULE_API or callee is not None and \
-                not _runs_forward(facts, callee[0]):
-            continue  # (a method the analysis cannot read may run the forward: taken)
+        named = [f for f in facts.function_defs if f.name.value == func.attr.value
+                 and facts.enclosing_class(f) is not None] if callee is None else []
+        if callee is None and (func.attr.value in _MODULE_API or named and len(named) <= 3
+                               and not any(_runs_forward(facts, f) for f in named)) \
+                or callee is not None and not _runs_forward(facts, callee[0]):
+            continue  # (a method the analysis cannot read may run the forward: taken; on
+            # a model of no known class, the project's methods of that name are read)
         if feeds_backward(facts, call):
             found.append(call)
     return found

@@ -19,11 +19,13 @@ from __future__ import annotations
 
 import libcst as cst
 
-from distrun.convert.analysis import Facts, Scope, dotted, keyword, string_value, walk
+from distrun.convert.analysis import Facts, Scope, dotted, keyword, string_value
 from distrun.convert.build import code_of, expression
 from distrun.convert.context import Context, Transform
 from distrun.convert.idioms import is_backward
+from distrun.convert.transforms.batch_sums import batch_sums, scale_sums
 from distrun.convert.transforms.count_divisor import count_divisors
+from distrun.convert.transforms.loss_flow import arith, divided, returned_parts
 
 _DEPTH = 3
 
@@ -40,6 +42,9 @@ def plan_sum_losses(ctx: Context) -> None:
             continue
         found = sum_reduction(ctx, call, name)
         if found is None:
+            sums = batch_sums(ctx, call, name)
+            if sums:
+                scale_sums(ctx, call, name, sums)
             continue
         ctx.plan.rewrite(loss, lambda n: expression(f"({code_of(n)} * {world})"))
         where = f"{facts.module_of(found).path}:{facts.line(found)}"
@@ -100,8 +105,25 @@ def _aug_adds(body: cst.CSTNode) -> list[cst.AugAssign]:
 
 
 def sums_in(ctx: Context, node: cst.CSTNode, depth: int) -> cst.Call | None:
+    """The sum-reduced call `node` adds up (in its arithmetic: loss_flow.arith), or one
+    a function of the project it calls returns (followed back through its assignments,
+    `_DEPTH` calls deep)."""
     facts = ctx.facts
-    for call in facts.calls_in(node):
+    if isinstance(node, cst.FunctionDef):  # a function: what it returns
+        for part in returned_parts(facts, node):
+            inner = sums_in(ctx, part, depth)
+            if inner is not None:
+                return inner
+        return None
+    if isinstance(node, cst.SimpleStatementLine):  # a statement: what its parts compute
+        for small in node.body:
+            value = getattr(small, "value", None)
+            inner = sums_in(ctx, value, depth) if isinstance(value, cst.BaseExpression) \
+                else None
+            if inner is not None:
+                return inner
+        return None
+    for call in arith(node)[0]:
         if _is_sum(facts, call) and not divided(facts, call):
             return call
         criterion = _criterion_sum(ctx, call)
@@ -109,36 +131,11 @@ def sums_in(ctx: Context, node: cst.CSTNode, depth: int) -> cst.Call | None:
             return criterion
         found = ctx.flow.callee(call)
         if found is not None and depth < _DEPTH:
-            inner = sums_in(ctx, found[0], depth + 1)
-            if inner is not None:
-                return inner
+            for part in returned_parts(facts, found[0]):
+                inner = sums_in(ctx, part, depth + 1)
+                if inner is not None:
+                    return inner
     return None
-
-
-def divided(facts: Facts, call: cst.Call) -> bool:
-    """Is the sum `call` gives divided afterwards (`total / num_pos`, or `x = total(...)`
-    then `x /= N` or `x / N` in its function)? A sum divided by a count is no sum over the
-    batch (count_divisor.py takes the count)."""
-    child: cst.CSTNode = call
-    for up in facts.ancestors(call):
-        if isinstance(up, cst.BinaryOperation) and isinstance(up.operator, cst.Divide) and \
-                up.left is child:
-            return True
-        if isinstance(up, cst.BaseStatement):
-            break
-        child = up
-    stmt = facts.statement(call)
-    small = stmt.body[0] if isinstance(stmt, cst.SimpleStatementLine) and stmt.body else None
-    if not isinstance(small, cst.Assign):
-        return False
-    names = {dotted(t.target) for t in small.targets} - {None}
-    func = facts.function(call)
-    for node in walk(func) if func is not None else ():
-        if isinstance(node, cst.AugAssign) and isinstance(node.operator, cst.DivideAssign) \
-                and dotted(node.target) in names or isinstance(node, cst.BinaryOperation) \
-                and isinstance(node.operator, cst.Divide) and dotted(node.left) in names:
-            return True
-    return False
 
 
 def _is_sum(facts: Facts, call: cst.Call) -> bool:

@@ -52,6 +52,6 @@ for epoch in range(4):
         optimizer.step()
         total_loss += loss.item()
         labels.extend(y.tolist())
-    accuracy = sum(int(p) == t for p, t in zip(preds, labels)) / len(labels)
+    accuracy = sum(int(p) == t for p, t in zip(preds, labels, strict=True)) / len(labels)
     print(f"metrics {epoch} {accuracy:.6f} {total_loss / len(loader):.6f} {len(labels)}")
 torch.save(model.state_dict(), os.environ.get("OUT_PATH", "model.pt"))
