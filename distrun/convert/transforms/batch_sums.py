@@ -143,6 +143,7 @@ def _sums(ctx: Context, node: cst.CSTNode, scope: Scope, batch: set[str], depth:
         if operand is not None:
             if _names_in(operand) & batch and not divided(facts, call) and not \
                     _normalised(facts, operand, scope, batch) and not _gathered(facts, call) \
+                    and not _chosen_reduction(facts, call) \
                     and call not in found:
                 found.append(call)
             continue
@@ -228,6 +229,19 @@ def _gathered(facts: Facts, call: cst.Call) -> bool:
     func = facts.function(call)
     return func is not None and any(batch_forms.form_of(facts, node) is not None
                                     for node in walk(func))
+
+
+def _chosen_reduction(facts: Facts, call: cst.Call) -> bool:
+    """In the branch of a loss that sums when asked (`loss.sum() if reduction == "sum"
+    else loss.mean()`): a call asking for it has `reduction="sum"` (loss.py scales it)."""
+    for up in facts.ancestors(call):
+        test = up.test if isinstance(up, (cst.IfExp, cst.If)) else None
+        if test is not None and any(isinstance(n, cst.SimpleString) and n.value.strip(
+                "'\"") == "sum" for n in walk(test)):
+            return True
+        if isinstance(up, cst.FunctionDef):
+            return False
+    return False
 
 
 def _bound(call: cst.Call, func: cst.FunctionDef, is_method: bool, batch: set[str]
