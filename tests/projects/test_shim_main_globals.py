@@ -70,3 +70,19 @@ def test_an_expression_is_evaluated_in_the_script_and_range_is_capped(tmp_path: 
     assert _run(tmp_path, ["train.py"], "net:=small()", cap) == "small 2 2"
     assert _run(tmp_path, ["boot.py", "train.py"], "net:=small()", cap) == "small 2 2"
     assert _run(tmp_path, ["train.py"], None, cap) == "big 2 2"
+
+
+def test_a_package_module_run_as_a_file_gets_its_package(tmp_path: Path) -> None:
+    """DISTRUN_SHIM_MAIN_PACKAGE (asr_voice100: `python -m voice100_tts.train_ctc`
+    upstream): the script's relative imports resolve, run directly or by a boot file."""
+    package = tmp_path / "pkg"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "helper.py").write_text("VALUE = 42\n")
+    (package / "train.py").write_text("from .helper import VALUE\nprint(VALUE)\n")
+    (tmp_path / "boot.py").write_text(
+        "import runpy, sys\nrunpy.run_path(sys.argv[1], run_name='__main__')\n")
+    extra = {"PYTHONPATH": os.pathsep.join([str(SHARED_SHIM), str(tmp_path)]),
+             "DISTRUN_SHIM_MAIN_PACKAGE": "pkg"}
+    assert _run(tmp_path, ["pkg/train.py"], None, extra) == "42"
+    assert _run(tmp_path, ["boot.py", "pkg/train.py"], "VALUE=42", extra) == "42"

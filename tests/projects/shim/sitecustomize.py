@@ -49,6 +49,7 @@ DISTRUN_SHIM_OLD_APIS=1     the APIs old tutorials call: DataLoader iterators' `
                             (torch < 1.13), `torch._utils._accumulate` (torch < 2.1),
                             `torch.load` unpickling any object (weights_only=False, < 2.6),
                             ReduceLROnPlateau's `verbose=` (accepted, ignored: gone in 2.x),
+                            `pad_sequence(seqs, 0)` (an int batch_first, < 2.4),
                             `np.Inf` / `np.NaN` / `np.float_` (NumPy 1.x), `np.int` (< 1.24),
                             `np.warnings` (the standard library's `warnings`, < 1.24),
                             `np.in1d` (`np.isin(...).ravel()`, removed in 2.4),
@@ -82,6 +83,9 @@ DISTRUN_SHIM_MAIN_GLOBALS=NAME=VALUE;...
 DISTRUN_SHIM_MAIN_RANGE_CAP=N
                             `range` in the script's globals yields at most N values
                             (a loop length that is a literal inside an expression).
+DISTRUN_SHIM_MAIN_PACKAGE=PKG
+                            the script, a module of package PKG with relative imports
+                            (upstream runs `python -m PKG.script`), gets `__package__`.
 """
 
 from __future__ import annotations
@@ -99,11 +103,13 @@ if os.environ.get("DISTRUN_SHIM_SEED_BY_RANK") == "1":
 
     _knobs.seed_by_rank()
 
-if os.environ.get("DISTRUN_SHIM_MAIN_GLOBALS") or os.environ.get("DISTRUN_SHIM_MAIN_RANGE_CAP"):
+if (os.environ.get("DISTRUN_SHIM_MAIN_GLOBALS") or os.environ.get("DISTRUN_SHIM_MAIN_RANGE_CAP")
+        or os.environ.get("DISTRUN_SHIM_MAIN_PACKAGE")):
     from _distrun_shim import main_globals as _main_globals
 
     _main_globals.override(os.environ.get("DISTRUN_SHIM_MAIN_GLOBALS", ""),
-                           range_cap=os.environ.get("DISTRUN_SHIM_MAIN_RANGE_CAP"))
+                           range_cap=os.environ.get("DISTRUN_SHIM_MAIN_RANGE_CAP"),
+                           package=os.environ.get("DISTRUN_SHIM_MAIN_PACKAGE"))
 
 if os.environ.get("DISTRUN_SHIM_PATH_MAP"):
     from _distrun_shim import knobs as _knobs

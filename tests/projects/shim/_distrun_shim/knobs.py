@@ -232,7 +232,8 @@ def loopback_only():
 def old_torch_iterators(torch):
     """DataLoader iterators get back `.next()` (removed in torch 1.13; tutorials of the
     time call `dataiter.next()`), `torch._utils._accumulate` (removed in torch 2.1),
-    `torch.load` of any object, and ReduceLROnPlateau's `verbose` argument."""
+    `torch.load` of any object, ReduceLROnPlateau's `verbose` argument, and
+    `pad_sequence`'s `batch_first` of any truthiness (an int: torch < 2.4)."""
     from torch.utils.data import dataloader
 
     dataloader._BaseDataLoaderIter.next = dataloader._BaseDataLoaderIter.__next__
@@ -267,6 +268,18 @@ def old_torch_iterators(torch):
         plateau_init(self, *args, **kwargs)
 
     plateau.__init__ = plateau_init_as_before
+    # pad_sequence(seqs, 0): a Python function until torch 2.4 took any truthy value as
+    # `batch_first`; its C++ replacement takes a bool only (voice100's collate passes its
+    # BLANK_IDX = 0 there)
+    from torch.nn.utils import rnn
+
+    pad_sequence = rnn.pad_sequence
+
+    @functools.wraps(pad_sequence)
+    def pad_sequence_as_before(sequences, batch_first=False, *args, **kwargs):
+        return pad_sequence(sequences, bool(batch_first), *args, **kwargs)
+
+    rnn.pad_sequence = pad_sequence_as_before
 
 
 def old_numpy_names(numpy):

@@ -28,11 +28,19 @@ computes from VALUE and stands). Only in a process started on a `.py` file, so n
 `python -m distrun` (convert, launch) or torchrun; there, the top level of any code run
 as `__main__` is traced: the script itself, or the script that `distrun launch --check`'s
 boot.py (itself started as a file) runs with runpy in a fresh `__main__`.
+
+DISTRUN_SHIM_MAIN_PACKAGE=PKG (the same trace): a script of package PKG that imports its
+siblings relatively (`from .encoder import ...`), which upstream runs as `python -m
+PKG.script`, run as a file: every `__main__` top level whose file lies in a folder named
+as PKG's last part gets `__package__ = PKG` before its first line, as `-m` gives it (the
+folder above PKG must be on the path: the descriptor's `pythonpath`). Under `launch
+--check` it reaches the script only while a NAME is still pending, as the range cap.
 """
 
 from __future__ import annotations
 
 import ast
+import os
 import sys
 
 
@@ -74,9 +82,10 @@ def _capped_range(cap):
     return capped
 
 
-def override(spec, argv=None, range_cap=None):
+def override(spec, argv=None, range_cap=None, package=None):
     """Installs the trace that rebinds the script's constants and, with `range_cap`,
-    caps its `range` (see the module docstring)."""
+    caps its `range`; with `package`, gives the script its package (see the module
+    docstring)."""
     argv = sys.argv if argv is None else argv
     if not argv or not str(argv[0]).endswith(".py"):
         return
@@ -102,8 +111,11 @@ def override(spec, argv=None, range_cap=None):
 
     def on_call(frame, event, arg):
         if frame.f_code.co_name == "<module>" and frame.f_globals.get("__name__") == "__main__":
+            if package and os.path.basename(os.path.dirname(
+                    os.path.abspath(frame.f_code.co_filename))) == package.rpartition(".")[2]:
+                frame.f_globals["__package__"] = package
             return top_level
         return None
 
-    if pending or capped is not None:
+    if pending or capped is not None or package:
         sys.settrace(on_call)
