@@ -264,6 +264,8 @@ _RULES: tuple[tuple[str, str], ...] = (
      "every rank."),
     ("rank0_values.imported", "A clock read when a module is imported is rank 0's on every rank."),
     ("hazards.batchnorm", "BatchNorm statistics are per rank."),
+    ("hazards.batch_statistics", "A batch normalisation written by hand: its statistics are "
+     "per rank."),
     ("hazards.batch_mix", "Samples mixed with others of their batch (mixup, CutMix) are "
      "mixed within each rank's share."),
     ("hazards.full_batch", "LBFGS usually trains on the full batch: sharding changes its "

@@ -740,6 +740,21 @@ def test_a_static_training_step_and_a_model_module_loaded_by_name(tmp_path: Path
     assert_same_checkpoint(tmp_path)
 
 
+def test_a_progress_bar_whose_count_is_read_and_a_namesake_loader(tmp_path: Path) -> None:
+    """`total / pbar.n` after a validation bar (pytorch-flows): the bar disabled on rank 1
+    counted nothing, ZeroDivisionError there; an inference loader in a function that never
+    trains, named like the training loop's parameter (voice100's `predict()`), was sharded
+    as training, its mean printed over half the set. The bar counts on every rank (to the
+    null device beside rank 0), the loader is left whole: the original's weights and
+    printed values."""
+    script, said = convert_fixture(tmp_path, "output/bar_count_read.py", "bars")
+    assert said.count("goes on counting") == 2 and "bars.py:33: data.sampler" not in said, said
+    single = run_single(script, tmp_path)
+    two = run_two(tmp_path / "bars_ddp.py", tmp_path)
+    assert_same_checkpoint(tmp_path)
+    assert_same_metrics(single, two, 4)
+
+
 def test_a_function_named_cuda_and_a_data_link_of_the_project(tmp_path: Path) -> None:
     """`utils.cuda([x, y])`, a function of the project, was taken for the tensor method
     and became `utils.to(DEVICE)` (AttributeError on both ranks at the first step), and

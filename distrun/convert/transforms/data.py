@@ -50,6 +50,7 @@ from distrun.convert.transforms.loader_names import (
     classify,
     construction_names,
     reached_names,
+    stays_in_its_function,
 )
 from distrun.convert.transforms.noise_draws import reseed_noise
 from distrun.convert.transforms.phase_loaders import shard_phase_loaders
@@ -106,6 +107,9 @@ def plan_data(ctx: Context) -> None:
             sharded |= names
             continue
         kind, why = classify(names, train_names, len(loaders))
+        if names & train_names and stays_in_its_function(
+                facts, call, names, [tl.loop for tl in loops] + list(drawn_loaders)):
+            kind, why = classify(names, set(), len(loaders))  # a namesake of another's
         if names & drawn and not names & looped:
             why = "its batches, drawn with `next()`, go into training" + (
                 "; its sampler moves to the next epoch after each pass" * bool(names & repassed))

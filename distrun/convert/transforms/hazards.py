@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import libcst as cst
 
-from distrun.convert.analysis import Facts
+from distrun.convert import batch_forms
+from distrun.convert.analysis import Facts, dotted, keyword, walk
+from distrun.convert.batch_forms import LOSS_NAME, STATISTICS
 from distrun.convert.context import Context, Transform
 from distrun.convert.idioms import ITERABLE_DATASET, trains
 
@@ -61,6 +63,48 @@ def plan_hazards(ctx: Context) -> None:
                              "its own LOCAL_RANK")
     _unfrozen_in_training(ctx)
     _mixed_in_batch(ctx)
+    _batch_statistics(ctx)
+
+
+def _batch_statistics(ctx: Context) -> None:
+    """A module of the project that normalises by statistics over its batch, written by
+    hand (pytorch-flows' BatchNormFlow: `inputs.mean(0)`, `(inputs - mean).pow(2).mean(0)`
+    while training): each rank uses its own share's, as BatchNorm does, silently."""
+    facts = ctx.facts
+    for cls in facts.classes():
+        forward = facts.method(cls, "forward")
+        if forward is None or LOSS_NAME.search(cls.name.value):
+            continue  # a loss over the batch: batch_loss.py gathers it
+        inputs = {p.name.value for p in forward.params.params[1:]}
+        found = next((node for node in walk(forward) if (
+            form := batch_forms.form_of(facts, node)) is not None and form.kind == STATISTICS
+            or isinstance(node, cst.Call) and _over_dim0(node, inputs)), None)
+        if found is not None:
+            ctx.plan.finding(found, "hazards.batch_statistics",
+                             f"`{cls.name.value}.forward` computes statistics over its batch "
+                             f"(`{' '.join(facts.code(found).split())}`), a batch "
+                             "normalisation by hand: each rank uses its own share's, where "
+                             "one process used the whole batch's (as BatchNorm without "
+                             "SyncBatchNorm)", "to match one process, all-reduce the sum and "
+                             "the count of the batch before dividing (as SyncBatchNorm does)")
+
+
+def _over_dim0(call: cst.Call, inputs: set[str]) -> bool:
+    """`x.mean(0)`, `x.var(dim=0)`, `torch.std(x, 0)` of an input of the forward: a
+    statistic over the batch."""
+    func = call.func
+    method = isinstance(func, cst.Attribute) and func.attr.value in ("mean", "var", "std")
+    function = dotted(func) in ("torch.mean", "torch.var", "torch.std")
+    if not (method or function):
+        return False
+    args = [a for a in call.args if a.keyword is None]
+    operand = func.value if isinstance(func, cst.Attribute) and method else (
+        args[0].value if args else None)
+    dims = args[0 if method else 1:] if args else []
+    dim = keyword(call, "dim")
+    value = dim.value if dim is not None else (dims[0].value if dims else None)
+    return isinstance(value, cst.Integer) and value.value == "0" and operand is not None \
+        and any(isinstance(n, cst.Name) and n.value in inputs for n in walk(operand))
 
 
 def _mixed_in_batch(ctx: Context) -> None:

@@ -10,8 +10,9 @@ import re
 
 import libcst as cst
 
-from distrun.convert.analysis import Facts, dotted
+from distrun.convert.analysis import Facts, dotted, walk
 from distrun.convert.context import Context
+from distrun.convert.idioms import ITER_WRAPPERS
 from distrun.convert.object_flow import Place
 
 EVAL_NAME = re.compile(r"test|val|eval|dev|valid", re.IGNORECASE)
@@ -131,3 +132,36 @@ def classify(names: set[str], train_names: set[str], count: int) -> tuple[str, s
     if count == 1:
         return "train", "it is the script's only DataLoader"
     return "unknown", ""
+
+
+def stays_in_its_function(facts: Facts, call: cst.Call, names: set[str],
+                          training: list[cst.CSTNode]) -> bool:
+    """Is the loader `call` makes bound to a local name of a function that never trains
+    and read only there (iterated, measured), never handed on (an argument, a return, an
+    attribute)? Then a training loop elsewhere that reads a parameter of the same name
+    (`def train_loop(model, dataloader)`) is not what reads it (voice100's `predict()`)."""
+    func = facts.function(call)
+    parent = facts.parent.get(call)
+    if func is None or not isinstance(parent, cst.Assign) or any(
+            facts.inside(node, func) for node in training):
+        return False  # (training: the training loops and the draws of step loops)
+    local = {dotted(t.target) for t in parent.targets} & names
+    if not local or any("." in name for name in local if name):
+        return False
+    for node in walk(func):
+        if not isinstance(node, cst.Name) or node.value not in local:
+            continue
+        up = facts.parent.get(node)
+        while isinstance(up, (cst.Element, cst.Tuple, cst.List, cst.Set, cst.StarredElement,
+                              cst.DictElement, cst.Dict)):  # `return train, test`
+            up = facts.parent.get(up)
+        if isinstance(up, cst.Arg):
+            call_of = facts.parent.get(up)
+            if not (isinstance(call_of, cst.Call) and (
+                    facts.call_name(call_of) in ITER_WRAPPERS or dotted(call_of.func) == "len")):
+                return False
+        elif isinstance(up, (cst.Return, cst.Yield, cst.Lambda)) or isinstance(
+                up, (cst.Assign, cst.AnnAssign, cst.AugAssign)) and up.value is not None \
+                and facts.inside(node, up.value):
+            return False
+    return True

@@ -35,6 +35,7 @@ from distrun.convert.context import Context, Transform
 from distrun.convert.file_modes import kept_file, opens_for_writing
 from distrun.convert.object_flow import Place
 from distrun.convert.transforms.checkpoint import made_when_missing
+from distrun.convert.transforms.progress_bars import disable_bar
 
 _LOG_LEVELS = frozenset({"debug", "info", "warning", "warn", "error", "exception", "critical",
                          "log"})
@@ -97,7 +98,7 @@ def plan_output(ctx: Context) -> None:
                 continue  # its value is used: on the other ranks, the stand-in answers
             _guard(ctx, call, "tracking")
         elif name in _TQDM:
-            _disable_bar(ctx, call)
+            disable_bar(ctx, call)
         elif name == "wandb.init":
             _wandb_disabled_elsewhere(ctx, call)
         elif name in other_ranks.OBJECTS:
@@ -368,22 +369,3 @@ def _hoist(ctx: Context, call: cst.Call, own: list[cst.Call]) -> bool:
         # as the other rules rewrite it (`evaluate(model)` given the DDP object)
         ctx.plan.hoist(inner, stmt, ctx.names.fresh(base))
     return True
-
-
-def _disable_bar(ctx: Context, call: cst.Call) -> None:
-    rank = ctx.names.rank
-    existing = keyword(call, "disable")
-
-    def rewrite(node: cst.CSTNode) -> cst.CSTNode:
-        assert isinstance(node, cst.Call)
-        if existing is not None:
-            args = [
-                a.with_changes(value=expression(f"({code_of(a.value)}) or {rank} != 0"))
-                if a.keyword is not None and a.keyword.value == "disable" else a
-                for a in node.args
-            ]
-            return node.with_changes(args=args)
-        return append_keyword(node, "disable", expression(f"{rank} != 0"))
-
-    ctx.plan.rewrite(call, rewrite)
-    ctx.plan.change(call, "output.progress_bar", "progress bar shown on rank 0 only")
