@@ -76,3 +76,25 @@ def test_a_backward_for_other_tensors_is_left() -> None:
             optimizer.step()
         """)
     assert "batch_sum(" not in convert_source(code, "t.py").output
+
+
+def test_the_backward_of_an_input_optimised_by_hand_is_left() -> None:
+    """TRADES' l_2 attack: a perturbation `delta` with an optimizer of its own, its loss
+    a sum (`size_average=False`): no model's gradients for DDP to average."""
+    code = TRAINING + textwrap.dedent("""\
+        criterion = nn.MSELoss(reduction="sum")
+        for x, y in loader:
+            delta = torch.zeros_like(x, requires_grad=True)
+            optimizer_delta = torch.optim.SGD([delta], lr=0.1)
+            for _ in range(3):
+                optimizer_delta.zero_grad()
+                attack = -criterion(model(x + delta), y)
+                attack.backward()
+                optimizer_delta.step()
+            loss = criterion(model(x + delta.detach()), y)
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+        """)
+    output = convert_source(code, "t.py").output
+    assert "(loss * WORLD_SIZE).backward()" in output and "(attack * " not in output

@@ -22,7 +22,7 @@ import libcst as cst
 from distrun.convert.analysis import Facts, Scope, dotted, keyword, string_value
 from distrun.convert.build import code_of, expression
 from distrun.convert.context import Context, Transform
-from distrun.convert.idioms import is_backward
+from distrun.convert.idioms import is_backward, is_optimizer_step
 from distrun.convert.transforms.batch_sums import batch_sums, scale_sums
 from distrun.convert.transforms.count_divisor import count_divisors
 from distrun.convert.transforms.loss_flow import arith, divided, returned_parts
@@ -38,7 +38,7 @@ def plan_sum_losses(ctx: Context) -> None:
             continue
         loss = call.func.value
         name = dotted(loss)
-        if name is None:
+        if name is None or _steps_tensors(facts, call):
             continue
         found = sum_reduction(ctx, call, name)
         if found is None:
@@ -55,6 +55,27 @@ def plan_sum_losses(ctx: Context) -> None:
 
 
 TRANSFORM = Transform("loss", plan_sum_losses)
+
+
+def _steps_tensors(facts: Facts, backward: cst.Call) -> bool:
+    """Is `backward` in a loop that steps an optimizer of tensors listed by hand
+    (`optim.SGD([delta], lr=...)`: an adversarial perturbation, an input optimised),
+    not of a model's parameters? Its gradients are no DDP's to average."""
+    loop = next(iter(facts.enclosing_loops(backward)), None)
+    if loop is None:
+        return False
+    for step in facts.calls_in(loop):
+        if not is_optimizer_step(step) or not isinstance(step.func, cst.Attribute) or \
+                next(iter(facts.enclosing_loops(step)), None) is not loop:
+            continue
+        owner = dotted(step.func.value)
+        for assign in facts.assigns:
+            if isinstance(assign, cst.Assign) and facts.scope(assign) is facts.scope(step) \
+                    and any(dotted(t.target) == owner for t in assign.targets) \
+                    and isinstance(assign.value, cst.Call) and assign.value.args \
+                    and isinstance(assign.value.args[0].value, cst.List):
+                return True
+    return False
 
 
 def sum_reduction(ctx: Context, backward: cst.Call, loss: str) -> cst.Call | None:
