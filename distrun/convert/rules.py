@@ -165,6 +165,8 @@ _RULES: tuple[tuple[str, str], ...] = (
     ("evaluation.no_loader", "--eval shard: the script has no evaluation loader: refused."),
     ("loss.sum_reduction", "A loss summed over the batch: its scale now depends on the "
      "per-rank batch."),
+    ("model.free_tensors", "An optimizer of tensors listed by hand, stepped beside the "
+     "model's: its gradients are averaged over the ranks by hand."),
     ("loss.batch_sum", "A loss summed over the batch by `.sum()`: the sum is scaled by "
      "WORLD_SIZE while differentiated; a penalty beside it keeps its weight."),
     ("loss.count_divisor", "A loss divided by a count taken over the batch (matched "

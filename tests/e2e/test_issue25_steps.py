@@ -755,6 +755,21 @@ def test_a_progress_bar_whose_count_is_read_and_a_namesake_loader(tmp_path: Path
     assert_same_metrics(single, two, 4)
 
 
+def test_task_weights_with_an_optimizer_of_their_own_stay_the_same_on_every_rank(
+        tmp_path: Path) -> None:
+    """Learned task weights (`log_vars`, uncertainty weighting; GradNorm's weights),
+    tensors of the script's own stepped by `Adam([log_vars])` beside the model's
+    optimizer: each rank stepped them from its own share, apart, silently; and their
+    weighted sum over the tasks was taken for a sum over the batch. Their gradients are
+    averaged by hand, the task sum left: the original's weights and task weights."""
+    script, said = convert_fixture(tmp_path, "model/free_task_weights.py", "tasks")
+    assert "model.free_tensors" in said and "loss.batch_sum" not in said, said
+    single = run_single(script, tmp_path)
+    two = run_two(tmp_path / "tasks_ddp.py", tmp_path)
+    assert_same_checkpoint(tmp_path)
+    assert_same_metrics(single, two, 4)
+
+
 def test_a_function_named_cuda_and_a_data_link_of_the_project(tmp_path: Path) -> None:
     """`utils.cuda([x, y])`, a function of the project, was taken for the tensor method
     and became `utils.to(DEVICE)` (AttributeError on both ranks at the first step), and

@@ -32,7 +32,17 @@ import re
 import libcst as cst
 
 from distrun.convert import batch_forms
-from distrun.convert.analysis import Facts, Scope, dotted, is_static, keyword, positional, walk
+from distrun.convert.analysis import (
+    Facts,
+    Scope,
+    dotted,
+    is_static,
+    keyword,
+    positional,
+    string_value,
+    walk,
+)
+from distrun.convert.batch_forms import LOSS_NAME
 from distrun.convert.build import code_of, expression
 from distrun.convert.context import Context
 from distrun.convert.names import Names
@@ -123,7 +133,7 @@ def _taint(facts: Facts, scope: Scope, seeds: set[str], within: cst.CSTNode | No
     for _ in range(6):
         before = len(tainted)
         for assign in assigns:
-            if _names_in(assign.value) & tainted and not _gradient(assign.value):
+            if _rows(assign.value, tainted) and not _gradient(assign.value):
                 for target in _targets(assign):
                     tainted |= _names_in(target)
         if len(tainted) == before:
@@ -141,9 +151,10 @@ def _sums(ctx: Context, node: cst.CSTNode, scope: Scope, batch: set[str], depth:
     for call in calls:
         operand = _summed(call)
         if operand is not None:
-            if _names_in(operand) & batch and not divided(facts, call) and not \
+            if _rows(operand, batch) and not divided(facts, call) and not \
                     _normalised(facts, operand, scope, batch) and not _gathered(facts, call) \
                     and not _chosen_reduction(facts, call) \
+                    and not _names_in(operand) & _gradients(facts, scope) \
                     and call not in found:
                 found.append(call)
             continue
@@ -215,6 +226,28 @@ def _normalised(facts: Facts, operand: cst.BaseExpression, scope: Scope, batch: 
                for part in nodes for node in walk(part))
 
 
+def _gradients(facts: Facts, scope: Scope) -> set[str]:
+    """The names of `scope` made from gradients (`dl = torch.autograd.grad(...)[0]`,
+    `gw.append(torch.norm(dl))`, `gw = torch.stack(gw)`: GradNorm's per-task norms): a
+    sum of them is over tasks or parameters, not over the batch."""
+    made: set[str] = set()
+    assigns = _assigns(facts, scope)
+    appends = [c for c in facts.calls_in(scope) if isinstance(c.func, cst.Attribute)
+               and c.func.attr.value in ("append", "extend") and facts.scope(c) is scope]
+    for _ in range(4):
+        before = len(made)
+        for assign in assigns:
+            if _gradient(assign.value) or _names_in(assign.value) & made:
+                for target in _targets(assign):
+                    made |= _names_in(target)
+        for call in appends:
+            if any(_names_in(a.value) & made or _gradient(a.value) for a in call.args):
+                made |= _names_in(call.func.value)  # type: ignore[attr-defined]
+        if len(made) == before:
+            break
+    return made
+
+
 def _gradient(value: cst.BaseExpression) -> bool:
     """`torch.autograd.grad(...)` (or `[0]` of it): a gradient, whose size does not grow
     with the batch."""
@@ -229,6 +262,42 @@ def _gathered(facts: Facts, call: cst.Call) -> bool:
     func = facts.function(call)
     return func is not None and any(batch_forms.form_of(facts, node) is not None
                                     for node in walk(func))
+
+
+_REDUCTIONS = frozenset({"mean", "sum", "norm", "item", "std", "var", "max", "min", "prod",
+                         "logsumexp", "all", "any", "numel"})
+_LOSSES = frozenset({"cross_entropy", "binary_cross_entropy", "nll_loss", "kl_div",
+                     "binary_cross_entropy_with_logits", "mse_loss", "l1_loss", "huber_loss",
+                     "smooth_l1_loss", "ctc_loss", "margin_ranking_loss", "cosine_embedding_loss"})
+
+
+def _rows(node: cst.CSTNode, batch: set[str]) -> bool:
+    """Does `node` still hold one value per sample of the batch (rows of a batch name)?
+    A full reduction (`x.mean()`, `torch.norm(x)`) or a loss of the default reduction
+    (`F.mse_loss(out, y)`, `criterion(out, y)`) leaves none: a sum over a stack of task
+    losses is over the tasks (Kendall's uncertainty weighting, GradNorm)."""
+    if isinstance(node, cst.Name):
+        return node.value in batch
+    if isinstance(node, (cst.Attribute, cst.Subscript)):
+        return _rows(node.value, batch)
+    if isinstance(node, cst.Call):
+        func = node.func
+        last = (dotted(func) or "").rpartition(".")[2]
+        dims = [a for a in node.args if a.keyword is None or a.keyword.value in ("dim", "axis")]
+        method = isinstance(func, cst.Attribute)
+        if last in _REDUCTIONS and (method and not dims or not method and len(dims) <= 1):
+            return False  # reduced whole (with no dimension named)
+        reduction = keyword(node, "reduction")
+        if (last in _LOSSES or LOSS_NAME.search(last)) and (
+                reduction is None or string_value(reduction.value) != "none"):
+            return False
+        parts = [a.value for a in node.args] + ([func.value] if isinstance(
+            func, cst.Attribute) else [])
+        return any(_rows(p, batch) for p in parts)
+    if isinstance(node, (cst.BinaryOperation, cst.UnaryOperation, cst.IfExp, cst.List,
+                         cst.Tuple, cst.Element, cst.Arg, cst.Comparison)):
+        return any(_rows(child, batch) for child in node.children)
+    return bool(_names_in(node) & batch)
 
 
 def _chosen_reduction(facts: Facts, call: cst.Call) -> bool:

@@ -117,6 +117,53 @@ def average_by_hand(ctx: Context, model: Model, side: list[cst.Call] | None = No
     return True
 
 
+def average_free_optimizers(ctx: Context) -> None:
+    """An optimizer of tensors of the script's own, listed by hand (GradNorm's task
+    weights: `optimizer2 = torch.optim.Adam([weights], lr=...)`), stepped in the same loop
+    as the model's optimizer: its gradients come from the rank's own batch and no DDP
+    averages them, so each rank's tensors drift apart, silently. They are averaged by
+    hand before each of its steps. An optimizer of tensors stepped in a loop of its own
+    (an adversarial perturbation's) is each sample's business: left."""
+    facts, n = ctx.facts, ctx.names
+    for step in facts.calls:
+        if not is_optimizer_step(step) or not isinstance(step.func, cst.Attribute):
+            continue
+        loop = next(iter(facts.enclosing_loops(step)), None)
+        owner = dotted(step.func.value)
+        made = [a for a in facts.assigns if isinstance(a, cst.Assign) and facts.scope(a) is
+                facts.scope(step) and any(dotted(t.target) == owner for t in a.targets)]
+        stmt = facts.statement(step)
+        if loop is None or owner is None or not made or not all(
+                _tensor_list(a.value) for a in made) or not isinstance(
+                stmt, cst.SimpleStatementLine) or not any(
+                is_optimizer_step(c) and c is not step and isinstance(c.func, cst.Attribute)
+                and dotted(c.func.value) != owner
+                and next(iter(facts.enclosing_loops(c)), None) is loop
+                for c in facts.calls_in(loop)):
+            continue
+        if ctx.target.name != "ddp":
+            ctx.plan.finding(step, "model.free_tensors", f"`{owner}` steps tensors of the "
+                             "script's own from each rank's batch: no wrapper averages them, "
+                             "so each rank's drift apart", f"all-reduce their gradients and "
+                             f"divide by the world size before `{owner}.step()`")
+            continue
+        ctx.need("dist", at=step)
+        ctx.define_helper("average_gradients", step, average_code(n))
+        ctx.plan.insert_before(stmt, [statement(f"{n.average_gradients}({owner})\n")])
+        ctx.plan.change(step, "model.free_tensors",
+                        f"`{owner}` steps tensors of the script's own (listed by hand) "
+                        "beside the model's optimizer, from each rank's batch: their "
+                        f"gradients are averaged over the ranks by hand before "
+                        f"`{owner}.step()`, so every rank keeps the same tensors")
+
+
+def _tensor_list(value: cst.BaseExpression) -> bool:
+    """`Adam([weights], lr=...)`: an optimizer of names listed by hand."""
+    return isinstance(value, cst.Call) and bool(value.args) and isinstance(
+        value.args[0].value, cst.List) and bool(value.args[0].value.elements) and all(
+        isinstance(e.value, cst.Name) for e in value.args[0].value.elements)
+
+
 def average_code(n: Names) -> str:
     return f'''
 

@@ -25,12 +25,14 @@ from distrun.convert.context import Context, Transform
 from distrun.convert.idioms import is_backward, is_optimizer_step
 from distrun.convert.transforms.batch_sums import batch_sums, scale_sums
 from distrun.convert.transforms.count_divisor import count_divisors
+from distrun.convert.transforms.hand_average import average_free_optimizers
 from distrun.convert.transforms.loss_flow import arith, divided, returned_parts
 
 _DEPTH = 3
 
 
 def plan_sum_losses(ctx: Context) -> None:
+    average_free_optimizers(ctx)  # (the model's rules, once the model is known)
     count_divisors(ctx)
     facts, world = ctx.facts, ctx.names.world_size
     for call in facts.calls:
@@ -69,6 +71,10 @@ def _steps_tensors(facts: Facts, backward: cst.Call) -> bool:
                 next(iter(facts.enclosing_loops(step)), None) is not loop:
             continue
         owner = dotted(step.func.value)
+        if any(is_optimizer_step(c) and isinstance(c.func, cst.Attribute) and dotted(
+                c.func.value) != owner and next(iter(facts.enclosing_loops(c)), None) is loop
+               for c in facts.calls_in(loop)):
+            return False  # stepped beside the model's (GradNorm's task weights)
         for assign in facts.assigns:
             if isinstance(assign, cst.Assign) and facts.scope(assign) is facts.scope(step) \
                     and any(dotted(t.target) == owner for t in assign.targets) \
