@@ -30,7 +30,7 @@ _FIXED = ("local_rank", "rank", "world_size", "device", "dist", "ddp", "sampler"
           "plain_module", "keep_plain_copy", "rank_share_batches", "rank0_first",
           "rank0_call", "barrier", "mean_over_ranks", "average_gradients",
           "broadcast_parameters", "rank_slice", "shard_loader_class", "rank0_draws",
-          "batch_sum")
+          "batch_sum", "gather_rows")
 
 
 @dataclass
@@ -69,6 +69,7 @@ class Names:
     shard_loader_class: str = "shard_loader_class"
     rank0_draws: str = "rank0_draws"
     batch_sum: str = "batch_sum"
+    gather_rows: str = "gather_rows"
     taken: set[str] = field(default_factory=set, repr=False)
     made: list[str] = field(default_factory=list, repr=False)  # what `fresh` returned
 

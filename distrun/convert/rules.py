@@ -167,6 +167,8 @@ _RULES: tuple[tuple[str, str], ...] = (
      "per-rank batch."),
     ("model.free_tensors", "An optimizer of tensors listed by hand, stepped beside the "
      "model's: its gradients are averaged over the ranks by hand."),
+    ("batch_loss.memory", "A memory of the batch's items kept across steps (a queue of "
+     "negatives): the new items are gathered from every rank first."),
     ("loss.batch_sum", "A loss summed over the batch by `.sum()`: the sum is scaled by "
      "WORLD_SIZE while differentiated; a penalty beside it keeps its weight."),
     ("loss.count_divisor", "A loss divided by a count taken over the batch (matched "

@@ -770,6 +770,19 @@ def test_task_weights_with_an_optimizer_of_their_own_stay_the_same_on_every_rank
     assert_same_metrics(single, two, 4)
 
 
+def test_a_memory_bank_of_past_embeddings_holds_every_rank_s(tmp_path: Path) -> None:
+    """A memory of past keys kept across steps and scored against by the loss (a memory
+    bank; MoCo's queue): each rank's held its own share's keys only, fewer negatives,
+    other weights (silent). The new keys are gathered from every rank before they are
+    added: the original's weights to 1e-5."""
+    script, said = convert_fixture(tmp_path, "data/memory_bank.py", "bank")
+    assert "batch_loss.memory" in said and "similarity of two batches" not in said, said
+    single = run_single(script, tmp_path, env={"BATCH_SIZE": "32"})
+    run_two(tmp_path / "bank_ddp.py", tmp_path, env={"BATCH_SIZE": "16"})
+    assert_same_checkpoint(tmp_path)
+    assert "metrics 3 128" in single.stdout
+
+
 def test_a_function_named_cuda_and_a_data_link_of_the_project(tmp_path: Path) -> None:
     """`utils.cuda([x, y])`, a function of the project, was taken for the tensor method
     and became `utils.to(DEVICE)` (AttributeError on both ranks at the first step), and

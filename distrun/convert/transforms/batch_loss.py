@@ -41,7 +41,7 @@ from __future__ import annotations
 import libcst as cst
 
 from distrun.convert import batch_forms
-from distrun.convert.analysis import Facts, dotted
+from distrun.convert.analysis import Facts, dotted, walk
 from distrun.convert.batch_exact import class_of, inexact
 from distrun.convert.batch_forms import IN_BATCH_NAME, LOSS_NAME, STATISTICS, Form
 from distrun.convert.build import code_of, expression
@@ -50,6 +50,7 @@ from distrun.convert.idioms import is_backward, is_optimizer_step
 from distrun.convert.models import feeds_backward, without_gradients
 from distrun.convert.names import Names
 from distrun.convert.transforms.loss import sums_in
+from distrun.convert.transforms.memory_bank import gather_memories, memory_sites
 
 _DEPTH = 3
 Site = tuple[cst.Call, bool]  # a call of the loss function, and whether it is a method
@@ -59,10 +60,12 @@ def plan_batch_losses(ctx: Context) -> None:
     facts = ctx.facts
     groups: dict[cst.CSTNode, list[Form]] = {}
     context: dict[int, bool] = {}
+    memories = {dotted(site.targets[0].target) for site, _ in memory_sites(ctx)}
     for node in list(facts.parent):
         form = batch_forms.form_of(facts, node)
-        if form is None or without_gradients(facts, node):
-            continue
+        if form is None or without_gradients(facts, node) or any(
+                isinstance(n, cst.Name) and n.value in memories for n in walk(node)):
+            continue  # (against a memory of past batches, gathered from every rank)
         func = facts.function(node)
         if func is not None and id(func) not in context:
             context[id(func)] = _loss_function(ctx, func)
@@ -74,6 +77,7 @@ def plan_batch_losses(ctx: Context) -> None:
     for where, forms in groups.items():
         _plan(ctx, where, forms, gathered)
     _by_name(ctx, set(groups))
+    gather_memories(ctx)
 
 
 TRANSFORM = Transform("batch_loss", plan_batch_losses)

@@ -117,6 +117,15 @@ def _seeds(facts: Facts, backward: cst.Call) -> tuple[set[str], cst.CSTNode | No
     return names, within
 
 
+def memory_rows(facts: Facts, node: cst.CSTNode, rows: cst.BaseExpression) -> bool:
+    """Is `rows`, at `node` in a loop over data, made from the batch (one row a sample)?"""
+    _AUG.clear()
+    seeds, within = _seeds(facts, node)  # type: ignore[arg-type]
+    if within is None:
+        return False
+    return _rows(rows, _taint(facts, facts.scope(node), seeds, within))
+
+
 def _counts(over: cst.BaseExpression) -> bool:
     """`range(epochs)`, `enumerate(range(n))`, `tqdm(range(n))`: a loop over numbers."""
     while isinstance(over, cst.Call) and over.args and dotted(over.func) != "range":

@@ -15,6 +15,7 @@ from distrun.convert.idioms import origin_names, trains, unwrap_iter
 from distrun.convert.syntax import walk
 from distrun.convert.transforms.epochs import feeds_endlessly
 from distrun.convert.transforms.loader_names import construction_names
+from distrun.convert.transforms.memory_bank import memory_sites
 
 
 def read_elsewhere(ctx: Context, sharded: set[str], loaders: list[cst.Call]) -> None:
@@ -44,6 +45,8 @@ def measured_on_training_data(ctx: Context, sharded: set[str]) -> None:
                     dotted(unwrap_iter(facts, loop.iter)) == param and facts.inside(loop, func)
                     for loop in facts.for_loops):
                 continue  # not iterated there (a trainer keeping it for later)
+            if any(facts.inside(site, func) for site, _ in memory_sites(ctx)):
+                continue  # it fills a memory of the batch's items: gathered from every rank
             name = found[0].name.value
             ctx.plan.finding(call, "data.measured_on_shard",
                              f"`{name}()` reads the training loader `{code}`, "
