@@ -25,12 +25,10 @@ from __future__ import annotations
 import libcst as cst
 
 from distrun.convert.analysis import Facts, dotted, keyword
-from distrun.convert.build import statement
 from distrun.convert.context import Context, Transform
 from distrun.convert.idioms import is_backward, is_optimizer_step, receiver
-from distrun.convert.names import Names
 from distrun.convert.syntax import target_names
-from distrun.convert.transforms.hand_average import average_code
+from distrun.convert.transforms.hand_average import average_before
 
 
 def plan_retained(ctx: Context) -> None:
@@ -71,18 +69,12 @@ TRANSFORM = Transform("retained_graph", plan_retained)
 def _average_before(ctx: Context, step: cst.Call, optimizer: str, first: cst.Call,
                     second: cst.Call) -> None:
     n, facts = ctx.names, ctx.facts
-    stmt = facts.statement(step)
-    if stmt is None:
-        return
-    ctx.need("dist", at=step)
-    ctx.define_helper("average_gradients", step, helper_code(n))
-    ctx.plan.insert_before(stmt, [statement(f"{n.average_gradients}({optimizer})\n")])
-    ctx.plan.change(step, "retained_graph.average",
-                    f"`{facts.code(second)}` (line {facts.line(second)}) goes back through "
-                    f"the graph `{facts.code(first)}` (line {facts.line(first)}) kept: DDP "
-                    "averaged the gradients once, at the first, so the second's are each "
-                    f"rank's own; `{n.average_gradients}({optimizer})` averages them before "
-                    "the step (else the ranks' weights drift apart)")
+    average_before(ctx, step, optimizer, "retained_graph.average",
+                   f"`{facts.code(second)}` (line {facts.line(second)}) goes back through "
+                   f"the graph `{facts.code(first)}` (line {facts.line(first)}) kept: DDP "
+                   "averaged the gradients once, at the first, so the second's are each "
+                   f"rank's own; `{n.average_gradients}({optimizer})` averages them before "
+                   "the step (else the ranks' weights drift apart)")
 
 
 def _reaches(facts: Facts, forward: cst.Call, backward: cst.Call) -> bool:
@@ -143,7 +135,3 @@ def _bound_name(facts: Facts, made: cst.CSTNode) -> str | None:
     if isinstance(assign, cst.Assign) and len(assign.targets) == 1:
         return dotted(assign.targets[0].target)
     return None
-
-
-def helper_code(n: Names) -> str:
-    return average_code(n)
