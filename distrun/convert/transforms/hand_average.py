@@ -147,25 +147,25 @@ def average_free_optimizers(ctx: Context) -> None:
                              "so each rank's drift apart", f"all-reduce their gradients and "
                              f"divide by the world size before `{owner}.step()`")
             continue
-        average_before(ctx, step, owner, "model.free_tensors",
-                       f"`{owner}` steps tensors of the script's own (listed by hand) beside "
-                       "the model's optimizer, from each rank's batch: their gradients are "
-                       f"averaged over the ranks by hand before `{owner}.step()`, so every "
-                       "rank keeps the same tensors")
+        if average_before(ctx, step, owner):
+            ctx.plan.change(step, "model.free_tensors",
+                            f"`{owner}` steps tensors of the script's own (listed by hand) "
+                            "beside the model's optimizer, from each rank's batch: their "
+                            f"gradients are averaged over the ranks by hand before "
+                            f"`{owner}.step()`, so every rank keeps the same tensors")
 
 
-def average_before(ctx: Context, step: cst.Call, optimizer: str, rule: str, said: str
-                   ) -> None:
-    """`average_gradients(optimizer)` before the statement of `step`, reported as
-    `rule`."""
+def average_before(ctx: Context, step: cst.Call, optimizer: str) -> bool:
+    """`average_gradients(optimizer)` before the statement of `step` (False: no
+    statement to put it before)."""
     stmt = ctx.facts.statement(step)
     if stmt is None:
-        return
+        return False
     n = ctx.names
     ctx.need("dist", at=step)
     ctx.define_helper("average_gradients", step, average_code(n))
     ctx.plan.insert_before(stmt, [statement(f"{n.average_gradients}({optimizer})\n")])
-    ctx.plan.change(step, rule, said)
+    return True
 
 
 def _tensor_list(value: cst.BaseExpression) -> bool:

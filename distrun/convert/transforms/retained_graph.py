@@ -69,12 +69,13 @@ TRANSFORM = Transform("retained_graph", plan_retained)
 def _average_before(ctx: Context, step: cst.Call, optimizer: str, first: cst.Call,
                     second: cst.Call) -> None:
     n, facts = ctx.names, ctx.facts
-    average_before(ctx, step, optimizer, "retained_graph.average",
-                   f"`{facts.code(second)}` (line {facts.line(second)}) goes back through "
-                   f"the graph `{facts.code(first)}` (line {facts.line(first)}) kept: DDP "
-                   "averaged the gradients once, at the first, so the second's are each "
-                   f"rank's own; `{n.average_gradients}({optimizer})` averages them before "
-                   "the step (else the ranks' weights drift apart)")
+    if average_before(ctx, step, optimizer):
+        ctx.plan.change(step, "retained_graph.average",
+                        f"`{facts.code(second)}` (line {facts.line(second)}) goes back through "
+                        f"the graph `{facts.code(first)}` (line {facts.line(first)}) kept: DDP "
+                        "averaged the gradients once, at the first, so the second's are each "
+                        f"rank's own; `{n.average_gradients}({optimizer})` averages them "
+                        "before the step (else the ranks' weights drift apart)")
 
 
 def _reaches(facts: Facts, forward: cst.Call, backward: cst.Call) -> bool:
