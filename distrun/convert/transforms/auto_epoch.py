@@ -13,7 +13,10 @@ from distrun.convert.names import Names
 def auto_epoch_code(n: Names, again: bool = False) -> str:
     """The sampler that moves on after each pass; `again`: also for loaders made anew
     (each epoch, inline in `iter(...)`), which go on from the epoch the last sampler made
-    at the same place reached (every rank makes them in the same order)."""
+    at the same place reached (every rank makes them in the same order). A shuffling one
+    takes one number of torch's generator per pass, as the RandomSampler it replaces does
+    (its seed): the script's later draws (the next fold's initial weights) stay the
+    original's."""
     if not again:
         return f'''
 
@@ -21,6 +24,8 @@ class {n.auto_epoch}({n.sampler}):
     """distrun: a DistributedSampler that moves to the next epoch after each pass."""
 
     def __iter__(self):
+        if self.shuffle:  # one draw of torch's generator per pass, as RandomSampler's
+            torch.empty((), dtype=torch.int64).random_()
         indices = super().__iter__()
         self.set_epoch(self.epoch + 1)
         return indices
@@ -38,6 +43,8 @@ class {n.auto_epoch}({n.sampler}):
         self.set_epoch({n.auto_epoch}.reached.get(again, 0))
 
     def __iter__(self):
+        if self.shuffle:  # one draw of torch's generator per pass, as RandomSampler's
+            torch.empty((), dtype=torch.int64).random_()
         indices = super().__iter__()
         self.set_epoch(self.epoch + 1)
         {n.auto_epoch}.reached[self.again] = self.epoch
@@ -49,4 +56,5 @@ def define_auto_epoch(ctx: Context, at: cst.CSTNode, again: bool = False) -> Non
     """The sampler's class in the module of `at`: the form that takes `again` once any
     sampler of the module needs it."""
     defined = ctx.helpers.get(ctx.facts.module_of(at).name, {}).get("auto_epoch", "")
+    ctx.need("torch", at=at)
     ctx.define_helper("auto_epoch", at, auto_epoch_code(ctx.names, again or "again=" in defined))
