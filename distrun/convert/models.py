@@ -33,6 +33,7 @@ from distrun.convert.idioms import (
     unwrap_iter,
 )
 from distrun.convert.object_flow import Flow, Place
+from distrun.convert.syntax import walk
 from distrun.convert.updaters import PARAMETERS, never_called, updated_by_hand
 
 _NO_GRAD = frozenset({"torch.no_grad", "torch.inference_mode", "torch.autograd.no_grad",
@@ -88,7 +89,7 @@ def find_models(facts: Facts, flow: Flow) -> list[Model]:
     models: list[Model] = []
     found: list[tuple[cst.Call | cst.For, cst.BaseExpression]] = [
         (call, receiver) for call in facts.calls if _builds_optimizer(facts, call)
-        for receiver in _parameter_receivers(facts, call)]
+        for receiver in _parameter_receivers(facts, call, flow)]
     found += updated_by_hand(facts)
     for updater, receiver in found:
         if never_called(facts, updater):
@@ -119,13 +120,14 @@ def _builds_optimizer(facts: Facts, call: cst.Call) -> bool:
         _parameter_receivers(facts, call))
 
 
-def _parameter_receivers(facts: Facts, call: cst.Call) -> list[cst.BaseExpression]:
+def _parameter_receivers(facts: Facts, call: cst.Call, flow: Flow | None = None
+                         ) -> list[cst.BaseExpression]:
     """What `.parameters()` is called on in the optimizer's arguments, also through what
     the names there are built from in the same function (`_sources`: `params =
     filter(..., model.parameters())`, minGPT's `param_dict = {pn: p for pn, p in
     self.named_parameters()}` then `optim_groups`, a list filled in a loop), and through
     what a function of the project returns (`SGD(trainable(model))`)."""
-    return _receivers_from(facts, call, facts.scope(call), 0)
+    return _receivers_from(facts, call, facts.scope(call), 0, flow)
 
 
 _SUBMODULES = frozenset({"named_modules", "modules", "children", "named_children"})
@@ -153,13 +155,13 @@ def _whole_models(facts: Facts, scope: cst.CSTNode, found: list[cst.BaseExpressi
     return out
 
 
-def _receivers_from(facts: Facts, node: cst.CSTNode, scope: cst.CSTNode, depth: int
-                    ) -> list[cst.BaseExpression]:
-    return _whole_models(facts, scope, _receivers_found(facts, node, scope, depth))
+def _receivers_from(facts: Facts, node: cst.CSTNode, scope: cst.CSTNode, depth: int,
+                    flow: Flow | None = None) -> list[cst.BaseExpression]:
+    return _whole_models(facts, scope, _receivers_found(facts, node, scope, depth, flow))
 
 
-def _receivers_found(facts: Facts, node: cst.CSTNode, scope: cst.CSTNode, depth: int
-                     ) -> list[cst.BaseExpression]:
+def _receivers_found(facts: Facts, node: cst.CSTNode, scope: cst.CSTNode, depth: int,
+                     flow: Flow | None = None) -> list[cst.BaseExpression]:
     found = _receivers_in(facts, node)
     names = _names_in(node)
     seen: set[str] = set()
@@ -175,14 +177,19 @@ def _receivers_found(facts: Facts, node: cst.CSTNode, scope: cst.CSTNode, depth:
             names = names | _names_in(source)
     if found or depth >= 2:
         return found
-    for part in visited:  # `params = trainable(model)`: what the helper returns
+    for part in visited:  # `params = trainable(model)`: what the helper returns; a
+        # method of the model's class (`SGD(model.weights())`, `return self.net.parameters()`)
         for inner in facts.calls_in(part):
-            callee = facts.callee(inner)
+            callee = facts.callee(inner) or (flow.callee(inner) if flow is not None else None)
             if callee is None or callee[0] is scope:
                 continue
-            for ret in facts.returns:
-                if ret.value is not None and facts.function(ret) is callee[0]:
-                    found += _receivers_from(facts, ret.value, callee[0], depth + 1)
+            given = [r.value for r in facts.returns if r.value is not None
+                     and facts.function(r) is callee[0]]
+            given += [y.value for y in walk(callee[0]) if isinstance(y, cst.Yield)
+                      and isinstance(y.value, cst.BaseExpression)
+                      and facts.function(y) is callee[0]]
+            for value in given:
+                found += _receivers_from(facts, value, callee[0], depth + 1, flow)
     return found
 
 

@@ -30,7 +30,7 @@ _FIXED = ("local_rank", "rank", "world_size", "device", "dist", "ddp", "sampler"
           "plain_module", "keep_plain_copy", "rank_share_batches", "rank0_first",
           "rank0_call", "barrier", "mean_over_ranks", "average_gradients",
           "broadcast_parameters", "rank_slice", "shard_loader_class", "rank0_draws",
-          "batch_sum", "gather_rows")
+          "batch_sum", "gather_rows", "whole_loader")
 
 
 @dataclass
@@ -70,6 +70,7 @@ class Names:
     rank0_draws: str = "rank0_draws"
     batch_sum: str = "batch_sum"
     gather_rows: str = "gather_rows"
+    whole_loader: str = "whole_loader"
     taken: set[str] = field(default_factory=set, repr=False)
     made: list[str] = field(default_factory=list, repr=False)  # what `fresh` returned
 

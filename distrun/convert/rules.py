@@ -110,6 +110,8 @@ _RULES: tuple[tuple[str, str], ...] = (
      "generator is reseeded by rank before the loop, so each rank draws its own."),
     ("data.measured_on_shard", "A function measuring on the training loader sees a share "
      "(reported); a library's measure (`update_bn`) is given the whole set."),
+    ("data.whole_for_measures", "A loader helper that shards for training, called where "
+     "nothing trains (an evaluation, a Fisher estimate): that call reads the set whole."),
     ("data.progress", "Progress counted against the whole dataset ends near 1/WORLD_SIZE."),
     ("data.whole_count", "A count of all the batches dealt out by rank: not a rank's steps."),
     ("data.schedule_share", "A schedule's step count from `len(dataset)`: this rank's share."),

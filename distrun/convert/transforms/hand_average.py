@@ -29,7 +29,7 @@ import libcst as cst
 from distrun.convert.analysis import Facts, dotted
 from distrun.convert.build import statement
 from distrun.convert.context import Context
-from distrun.convert.idioms import is_optimizer_step
+from distrun.convert.idioms import is_optimizer, is_optimizer_step
 from distrun.convert.models import Model, feeds_backward
 from distrun.convert.names import Names
 
@@ -113,7 +113,8 @@ def average_by_hand(ctx: Context, model: Model, side: list[cst.Call] | None = No
         if stmt is None:
             continue
         receiver = facts.code(step.func.value)  # type: ignore[attr-defined]
-        ctx.plan.insert_before(stmt, [statement(f"{n.average_gradients}({receiver})\n")])
+        ctx.plan.insert_before(before_clipping(facts, stmt),
+                               [statement(f"{n.average_gradients}({receiver})\n")])
     return True
 
 
@@ -122,19 +123,26 @@ def average_free_optimizers(ctx: Context) -> None:
     weights: `optimizer2 = torch.optim.Adam([weights], lr=...)`), stepped in the same loop
     as the model's optimizer: its gradients come from the rank's own batch and no DDP
     averages them, so each rank's tensors drift apart, silently. They are averaged by
-    hand before each of its steps. An optimizer of tensors stepped in a loop of its own
-    (an adversarial perturbation's) is each sample's business: left."""
+    hand before each of its steps. The same for an optimizer whose parameters the analysis
+    tied to no model (DARTS' `Adam(model.alphas())`, a generator of the model's class over
+    the architecture weights, whose gradients `torch.autograd.grad` gives and the script
+    sets by hand). An optimizer of tensors stepped in a loop of its own (an adversarial
+    perturbation's) is each sample's business: left."""
     facts = ctx.facts
     for step in facts.calls:
         if not is_optimizer_step(step) or not isinstance(step.func, cst.Attribute):
             continue
         loop = next(iter(facts.enclosing_loops(step)), None)
         owner = dotted(step.func.value)
-        made = [a for a in facts.assigns if isinstance(a, cst.Assign) and facts.scope(a) is
-                facts.scope(step) and any(dotted(t.target) == owner for t in a.targets)]
+        place = ctx.flow.place_of(step.func.value)  # also handed on: `train(..., alpha_optim)`
+        made = [a for a in facts.assigns if isinstance(a, cst.Assign) and (
+                facts.scope(a) is facts.scope(step) and any(
+                    dotted(t.target) == owner for t in a.targets) or place is not None and any(
+                    ctx.flow.same(ctx.flow.place_of(t.target), place) for t in a.targets))]
         stmt = facts.statement(step)
-        if loop is None or owner is None or not made or not all(
-                _tensor_list(a.value) for a in made) or not isinstance(
+        listed = bool(made) and all(_tensor_list(a.value) for a in made)
+        if loop is None or owner is None or not made or not (listed or all(
+                _unresolved(ctx, a.value) for a in made)) or not isinstance(
                 stmt, cst.SimpleStatementLine) or not any(
                 is_optimizer_step(c) and c is not step and isinstance(c.func, cst.Attribute)
                 and dotted(c.func.value) != owner
@@ -147,12 +155,17 @@ def average_free_optimizers(ctx: Context) -> None:
                              "so each rank's drift apart", f"all-reduce their gradients and "
                              f"divide by the world size before `{owner}.step()`")
             continue
+        first = made[0].value
+        given = facts.code(first.args[0].value) if isinstance(first, cst.Call) else owner
+        what = "tensors of the script's own (listed by hand)" if listed else \
+            f"parameters no wrapped model holds (`{given}`: DARTS' architecture weights, " \
+            "their gradients set by hand)"
         if average_before(ctx, step, owner):
             ctx.plan.change(step, "model.free_tensors",
-                            f"`{owner}` steps tensors of the script's own (listed by hand) "
-                            "beside the model's optimizer, from each rank's batch: their "
-                            f"gradients are averaged over the ranks by hand before "
-                            f"`{owner}.step()`, so every rank keeps the same tensors")
+                            f"`{owner}` steps {what} beside the model's optimizer, from each "
+                            "rank's batch: their gradients are averaged over the ranks by "
+                            f"hand before `{owner}.step()`, so every rank keeps the same "
+                            "tensors")
 
 
 def average_before(ctx: Context, step: cst.Call, optimizer: str) -> bool:
@@ -164,8 +177,39 @@ def average_before(ctx: Context, step: cst.Call, optimizer: str) -> bool:
     n = ctx.names
     ctx.need("dist", at=step)
     ctx.define_helper("average_gradients", step, average_code(n))
-    ctx.plan.insert_before(stmt, [statement(f"{n.average_gradients}({optimizer})\n")])
+    ctx.plan.insert_before(before_clipping(ctx.facts, stmt),
+                           [statement(f"{n.average_gradients}({optimizer})\n")])
     return True
+
+
+_CLIPS = ("clip_grad_norm_", "clip_grad_value_", "clip_grad_norm", "clip_grad_value")
+
+
+def before_clipping(facts: Facts, stmt: cst.CSTNode) -> cst.CSTNode:
+    """Where the average goes: before the step's statement, or before the gradient
+    clipping that precedes it in its block (`clip_grad_norm_(...)` then `step()`): DDP
+    averages in the backward pass, so the clip sees the averaged gradients (clipped per
+    rank first, a rank's large gradient would be cut alone)."""
+    block = facts.parent.get(stmt)
+    body = list(getattr(block, "body", ()))
+    if stmt not in body:
+        return stmt
+    first = stmt
+    for before in reversed(body[:body.index(stmt)]):
+        calls = [c for c in facts.calls_in(before)] if isinstance(
+            before, cst.SimpleStatementLine) else []
+        if not calls or not any((facts.call_name(c) or "").endswith(_CLIPS) for c in calls):
+            break
+        first = before
+    return first
+
+
+def _unresolved(ctx: Context, value: cst.BaseExpression) -> bool:
+    """`Adam(model.alphas(), ...)`: an optimizer whose parameters the analysis tied to no
+    model (no wrapper averages their gradients)."""
+    return isinstance(value, cst.Call) and is_optimizer(ctx.facts, value) and bool(
+        value.args) and value.args[0].keyword is None and not any(
+        m.optimizer is value for m in ctx.models)
 
 
 def _tensor_list(value: cst.BaseExpression) -> bool:

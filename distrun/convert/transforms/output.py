@@ -104,6 +104,7 @@ def plan_output(ctx: Context) -> None:
         elif name in other_ranks.OBJECTS:
             other_ranks.plan_object(ctx, call, name, _guard)
     _print_as_value(ctx)
+    _log_as_value(ctx, loggers)
 
 
 TRANSFORM = Transform("output", plan_output)
@@ -130,6 +131,25 @@ def _print_as_value(ctx: Context) -> None:
         ctx.plan.change(node, "output.print_value",
                         "`print` handed on as a value: it prints on rank 0 only (a function "
                         "that prints nothing on the other ranks)")
+
+
+def _log_as_value(ctx: Context, loggers: set[str]) -> None:
+    """A logger's method handed on as a value (pt.darts' `config.print_params(
+    logger.info)`): whoever calls it logs on every rank, into a file the others were to
+    open only if they log. On the other ranks it is a function that logs nothing."""
+    facts, rank = ctx.facts, ctx.names.rank
+    for node in facts.attributes:
+        parent = facts.parent.get(node)
+        if dotted(node.value) not in loggers or node.attr.value not in _LOG_LEVELS or \
+                node.attr.value in _ERROR_LEVELS or isinstance(parent, cst.Attribute) or (
+                isinstance(parent, cst.Call) and parent.func is node) or isinstance(
+                parent, cst.AssignTarget):
+            continue
+        ctx.plan.rewrite(node, lambda n, r=rank: expression(
+            f"({code_of(n)} if {r} == 0 else (lambda *args, **kwargs: None))"))  # type: ignore[misc]
+        ctx.plan.change(node, "output.print_value", f"`{facts.code(node)}` handed on as a "
+                        "value: it logs on rank 0 only (a function that logs nothing on the "
+                        "other ranks)")
 
 
 def _before_main_guard(ctx: Context, node: cst.CSTNode) -> bool:

@@ -16,6 +16,7 @@ from distrun.convert.syntax import walk
 from distrun.convert.transforms.epochs import feeds_endlessly
 from distrun.convert.transforms.loader_names import construction_names
 from distrun.convert.transforms.memory_bank import memory_sites
+from distrun.convert.transforms.whole_loaders import whole_given, whole_where_measured
 
 
 def read_elsewhere(ctx: Context, sharded: set[str], loaders: list[cst.Call]) -> None:
@@ -24,11 +25,15 @@ def read_elsewhere(ctx: Context, sharded: set[str], loaders: list[cst.Call]) -> 
     whole_for_library_measures(ctx, sharded)
     progress_of_the_whole(ctx, sharded)
     scheduled_on_the_whole(ctx, sharded, loaders)
+    whole_where_measured(ctx)
 
 
 def measured_on_training_data(ctx: Context, sharded: set[str]) -> None:
     """A sharded training loader handed to a function that does not train (an accuracy
-    check): it now sees each rank's part only, and says it measured the whole."""
+    check, DARTS' validation on the architecture's half): it would see each rank's part
+    only and say it measured the whole, and the ranks would decide apart on what it
+    returns (the best so far). A DataLoader is given the same loader read whole
+    (`whole_loader(valid_loader)`); anything else is reported."""
     facts = ctx.facts
     for call in facts.calls:
         found = ctx.flow.callee(call)
@@ -48,6 +53,8 @@ def measured_on_training_data(ctx: Context, sharded: set[str]) -> None:
             if any(facts.inside(site, func) for site, _ in memory_sites(ctx)):
                 continue  # it fills a memory of the batch's items: gathered from every rank
             name = found[0].name.value
+            if whole_given(ctx, call, arg.value, name, code):
+                continue
             ctx.plan.finding(call, "data.measured_on_shard",
                              f"`{name}()` reads the training loader `{code}`, "
                              "now sharded: on each rank it measures 1/WORLD_SIZE of the "
