@@ -130,6 +130,12 @@ def _parameter_receivers(facts: Facts, call: cst.Call, flow: Flow | None = None
     return _receivers_from(facts, call, facts.scope(call), 0, flow)
 
 
+def parameters_in(facts: Facts, node: cst.CSTNode, flow: Flow) -> list[cst.BaseExpression]:
+    """What `.parameters()` is called on in `node` (an expression of parameters: the
+    `inputs` of `torch.autograd.grad`), followed as for an optimizer's arguments."""
+    return _receivers_from(facts, node, facts.scope(node), 0, flow)
+
+
 _SUBMODULES = frozenset({"named_modules", "modules", "children", "named_children"})
 
 

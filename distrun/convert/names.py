@@ -30,7 +30,8 @@ _FIXED = ("local_rank", "rank", "world_size", "device", "dist", "ddp", "sampler"
           "plain_module", "keep_plain_copy", "rank_share_batches", "rank0_first",
           "rank0_call", "barrier", "mean_over_ranks", "average_gradients",
           "broadcast_parameters", "rank_slice", "shard_loader_class", "rank0_draws",
-          "batch_sum", "gather_rows", "whole_loader")
+          "batch_sum", "gather_rows", "whole_loader",
+          "averaged_gradients")
 
 
 @dataclass
@@ -71,6 +72,7 @@ class Names:
     batch_sum: str = "batch_sum"
     gather_rows: str = "gather_rows"
     whole_loader: str = "whole_loader"
+    averaged_gradients: str = "averaged_gradients"
     taken: set[str] = field(default_factory=set, repr=False)
     made: list[str] = field(default_factory=list, repr=False)  # what `fresh` returned
 

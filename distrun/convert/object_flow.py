@@ -335,6 +335,14 @@ class Flow:
                     found.setdefault(self.root(place), set()).add(cls)
         for cls in self.facts.classes():  # `self` in a class's methods: its instances
             found.setdefault(self.root(Place(self.family(cls), "self")), set()).add(cls)
+        for call in self.facts.calls:  # `self.v_net = copy.deepcopy(net)`: another object
+            args = positional(call)    # of the same classes
+            if self.facts.call_name(call) != "copy.deepcopy" or not args:
+                continue
+            source = self.place_of(args[0].value)
+            classes = found.get(self.root(source), set()) if source is not None else set()
+            for place in self._instance_places(call) if classes else []:
+                found.setdefault(self.root(place), set()).update(classes)
         return found
 
     def _instance_places(self, made: cst.Call) -> list[Place]:

@@ -167,6 +167,8 @@ _RULES: tuple[tuple[str, str], ...] = (
     ("evaluation.no_loader", "--eval shard: the script has no evaluation loader: refused."),
     ("loss.sum_reduction", "A loss summed over the batch: its scale now depends on the "
      "per-rank batch."),
+    ("model.taken_gradients", "Gradients of the parameters taken by hand over the batch "
+     "(`torch.autograd.grad`) are averaged over the ranks."),
     ("model.free_tensors", "An optimizer of tensors listed by hand, stepped beside the "
      "model's: its gradients are averaged over the ranks by hand."),
     ("batch_loss.memory", "A memory of the batch's items kept across steps (a queue of "

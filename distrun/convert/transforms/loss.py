@@ -27,12 +27,14 @@ from distrun.convert.transforms.batch_sums import batch_sums, scale_sums
 from distrun.convert.transforms.count_divisor import count_divisors
 from distrun.convert.transforms.hand_average import average_free_optimizers
 from distrun.convert.transforms.loss_flow import arith, divided, returned_parts
+from distrun.convert.transforms.taken_gradients import average_taken_gradients
 
 _DEPTH = 3
 
 
 def plan_sum_losses(ctx: Context) -> None:
     average_free_optimizers(ctx)  # (the model's rules, once the model is known)
+    average_taken_gradients(ctx)
     count_divisors(ctx)
     facts, world = ctx.facts, ctx.names.world_size
     for call in facts.calls:
