@@ -2,9 +2,11 @@
 no gradient (never called, or called with an output no kept value depends on), a loss
 added up by hand over the batch's samples, batches drawn at random at every step, and
 tests of a rank's own loss (a loop's exit, the best weights kept).
-Each converted script runs on 2 processes (gloo) under `launch --check`; where the
-training is the original's, its weights are compared with the original's on one process
-(batch 64 against 32 per rank) to 1e-5."""
+Each converted script runs on 2 processes (gloo); where the training is the original's,
+its weights are compared with the original's on one process (batch 64 against 32 per
+rank) to 1e-5. The tests that assert only that (and convert's report) share one original
+process and one launch, without `--check` (STEPS, tests/batched.py); the others, each
+under `launch --check`."""
 
 from __future__ import annotations
 
