@@ -19,9 +19,23 @@ from pathlib import Path
 import pytest
 import torch
 
+from tests.batched import Batch, Case, fixture_case
 from tests.conftest import ROOT, distrun, run_cmd
 
 pytestmark = pytest.mark.e2e
+
+# The tests whose assertions are convert's report, both runs' exit 0 and the weights:
+# proven together, one original process and one launch (tests/batched.py; no `--check`).
+# The projects' shim seeds torch when it is first imported: its cases launch their own.
+FIXTURES = ROOT / "tests/convert/fixtures"
+CLASSES = Batch("issue25_classes", [
+    Case("owns", "owns.py", "owns_ddp.py", ("owns.py", "--to", "ddp", "-o", "owns_ddp.py"),
+         files={"owns.py": (FIXTURES / "model/module_owns_network.py").read_text()}),
+    Case("phases", "phases.py", "phases_ddp.py", ("phases.py",),
+         files={"phases.py": (FIXTURES / "data/phase_loaders.py").read_text()},
+         single_env={"BATCH_SIZE": "32"}, two_env={"BATCH_SIZE": "16"}),
+    fixture_case("stats", "data/statistics_pass.py", "stats"),
+])
 
 SOLVER = textwrap.dedent('''\
     import os
@@ -201,6 +215,14 @@ def test_a_model_that_owns_its_network_saves_the_original_s_keys(tmp_path: Path,
         run_two,
     )
 
+    if target == "ddp":  # the batch's case (convert --to ddp -o owns_ddp.py)
+        run = CLASSES.result("owns")
+        conv = run.convert
+        assert conv.returncode == 0, conv.stdout + conv.stderr
+        run.assert_single_ran()
+        run.assert_two_ran()
+        assert_same_checkpoint(run.folder)
+        return
     script = tmp_path / "owns.py"
     script.write_text((ROOT / "tests/convert/fixtures/model/module_owns_network.py").read_text())
     converted = tmp_path / f"owns_{target}.py"
@@ -235,26 +257,21 @@ def test_parameters_unfrozen_during_training_are_an_error_and_the_check_sees_the
     assert "`0.weight` differs between rank 0 and rank 1" in two.stdout + two.stderr
 
 
-def test_loaders_by_phase_shard_the_training_phase_only(tmp_path: Path) -> None:
+def test_loaders_by_phase_shard_the_training_phase_only() -> None:
     """The transfer-learning tutorial's loop: one DataLoader call in a comprehension makes
     the loader of each phase, read as `dataloaders[phase]`; the best epoch's weights are
     kept by validation accuracy. Only the training loader is sharded (16 per rank), every
     rank evaluates the whole validation set and keeps the same epoch: the original's
     weights (before, the dataset hoisted out of the comprehension was a NameError)."""
-    fixture = ROOT / "tests/convert/fixtures/data/phase_loaders.py"
-    (tmp_path / "phases.py").write_text(fixture.read_text())
-    single = run_cmd([sys.executable, "phases.py"], cwd=tmp_path,
-                     env={"BATCH_SIZE": "32", "OUT_PATH": "single.pt"})
-    assert single.returncode == 0, single.stderr
-    converted = distrun("convert", "phases.py", cwd=tmp_path)
+    run = CLASSES.result("phases")  # batch 32; 16 per rank
+    run.assert_single_ran()
+    converted = run.convert
     assert converted.returncode == 0, converted.stdout + converted.stderr
     assert "data.phase_loaders" in converted.stdout
     # the batch_size is now each rank's: said in the closing note, as for other loaders
     assert "\nbatch: each process reads batch_size samples per step" in converted.stdout
-    two = distrun("launch", "--nproc-per-node", "2", "--check", "phases_ddp.py", cwd=tmp_path,
-                  env={"BATCH_SIZE": "16", "OUT_PATH": "two.pt"})
-    assert two.returncode == 0, two.stdout + two.stderr
-    expected, got = torch.load(tmp_path / "single.pt"), torch.load(tmp_path / "two.pt")
+    run.assert_two_ran()
+    expected, got = torch.load(run.folder / "single.pt"), torch.load(run.folder / "multi.pt")
     assert expected.keys() == got.keys()
     for key, value in expected.items():
         assert torch.allclose(value, got[key], atol=1e-5), key
@@ -323,20 +340,19 @@ def test_a_download_at_the_top_of_the_script_when_missing_is_made_once(tmp_path:
     assert_same_checkpoint(two_dir)
 
 
-def test_a_statistics_pass_over_a_shuffled_loader_stays_whole(tmp_path: Path) -> None:
+def test_a_statistics_pass_over_a_shuffled_loader_stays_whole() -> None:
     """pytorch-cifar's get_mean_and_std: a loader that shuffles, read by a function that
     never trains. Left whole, every rank normalises with the original's mean and std and
     the run trains like the original (sharded, each rank's statistics were its half's)."""
-    from tests.e2e.test_corpus_equivalence import assert_same_checkpoint, run_single, run_two
+    from tests.e2e.test_corpus_equivalence import assert_same_checkpoint
 
-    script = tmp_path / "stats.py"
-    script.write_text((ROOT / "tests/convert/fixtures/data/statistics_pass.py").read_text())
-    converted = distrun("convert", "stats.py", cwd=tmp_path)
+    run = CLASSES.result("stats")
+    converted = run.convert
     assert converted.returncode == 0, converted.stdout + converted.stderr
     assert "[data.statistics_pass]" in converted.stdout
-    run_single(script, tmp_path)
-    run_two(tmp_path / "stats_ddp.py", tmp_path)
-    assert_same_checkpoint(tmp_path)
+    run.assert_single_ran()
+    run.assert_two_ran()
+    assert_same_checkpoint(run.folder)
 
 
 def test_a_helper_module_shared_with_another_entry_point_still_runs_there(

@@ -2,9 +2,11 @@
 no gradient (never called, or called with an output no kept value depends on), a loss
 added up by hand over the batch's samples, batches drawn at random at every step, and
 tests of a rank's own loss (a loop's exit, the best weights kept).
-Each converted script runs on 2 processes (gloo) under `launch --check`; where the
-training is the original's, its weights are compared with the original's on one process
-(batch 64 against 32 per rank) to 1e-5."""
+Each converted script runs on 2 processes (gloo); where the training is the original's,
+its weights are compared with the original's on one process (batch 64 against 32 per
+rank) to 1e-5. The tests that assert only that (and convert's report) share one original
+process and one launch, without `--check` (STEPS, tests/batched.py); the others, each
+under `launch --check`."""
 
 from __future__ import annotations
 
@@ -17,12 +19,45 @@ from pathlib import Path
 import pytest
 import torch
 
+from tests.batched import Batch, Case, Result, fixture_case, project_case
 from tests.conftest import ROOT, distrun
 from tests.e2e.test_corpus_equivalence import assert_same_checkpoint, run_single, run_two
 
 pytestmark = pytest.mark.e2e
 
 FIXTURES = ROOT / "tests/convert/fixtures"
+UNUSED = ["model/unused_layer", "model/dead_output", "model/backbone_parts"]
+
+# The tests whose assertions are convert's report, both runs' exit 0 and the same
+# checkpoint: proven together, one original process and one launch for all
+# (tests/batched.py; no `--check`: the tests of what the check finds launch their own).
+STEPS = Batch("issue25_steps", [
+    *(fixture_case(case.replace("/", "-"), f"{case}.py", "spare") for case in UNUSED),
+    fixture_case("idle", "model/sometimes_idle.py", "idle"),
+    fixture_case("summed", "", "summed", (FIXTURES / "loss/summed_by_hand.py").read_text(
+    ).replace("torch.randn(32, 3, 4), torch.randn(32, 3, 1)",
+              "torch.randn(64, 3, 4), torch.randn(64, 3, 1)")),
+    fixture_case("best", "agreed/best_on_training_loss.py", "best"),
+    fixture_case("stream", "data/iterable_stream.py", "stream"),
+    fixture_case("listed", "data/list_of_batches.py", "listed"),
+    fixture_case("accum", "data/batch_class_named_loader.py", "accum"),
+    fixture_case("distill", "model/container_model.py", "distill"),
+    fixture_case("slices", "data/slices_by_hand.py", "slices"),
+    fixture_case("cycle", "data/schedule_from_dataset.py", "cycle"),
+    fixture_case("chain", "model/handed_on_twice.py", "chain"),
+    fixture_case("fit", "data/fit_given_two_kinds.py", "fit"),
+    fixture_case("count", "loss/count_divisor.py", "count"),
+    project_case("static", "project/static_step_by_name/in", "main.py"),
+    Case("bank", "bank.py", "bank_ddp.py", ("bank.py",),
+         files={"bank.py": (FIXTURES / "data/memory_bank.py").read_text()},
+         single_env={"BATCH_SIZE": "32"}, two_env={"BATCH_SIZE": "16"}),
+    fixture_case("side", "model/side_forward.py", "side"),
+    fixture_case("meta", "model/meta_learner_forward.py", "meta"),
+    fixture_case("pk", "data/pk_batch_hard.py", "pk"),
+    Case("subclass", "train.py", "train.py", ("train.py", "--in-place", "--no-backup"),
+         trees={".": FIXTURES / "project/loader_subclass_and_demo/in"}),
+    fixture_case("zipped", "data/two_loaders_zipped.py", "zipped"),
+])
 
 
 def convert_fixture(tmp_path: Path, fixture: str, name: str) -> tuple[Path, str]:
@@ -35,58 +70,60 @@ def convert_fixture(tmp_path: Path, fixture: str, name: str) -> tuple[Path, str]
     return script, converted.stdout
 
 
+def converted_said(run: Result) -> str:
+    """convert's report of the batch's case (as convert_fixture: an exit 0 asserted)."""
+    assert run.convert.returncode == 0, run.convert.stdout + run.convert.stderr
+    return run.convert.stdout
+
+
 @pytest.mark.parametrize(("case", "said"), [
-    ("model/unused_layer", "spare.py:15: model.find_unused: `Net.spare` is built and never used"),
-    ("model/dead_output", "spare.py:26: model.find_unused: `Net.attn` is called in `forward`, "
+    (UNUSED[0], "spare.py:15: model.find_unused: `Net.spare` is built and never used"),
+    (UNUSED[1], "spare.py:26: model.find_unused: `Net.attn` is called in `forward`, "
                           "but no output the training keeps depends on it"),
-    ("model/backbone_parts", "spare.py:31: model.find_unused: `Embedder.pretrained` is never "
+    (UNUSED[2], "spare.py:31: model.find_unused: `Embedder.pretrained` is never "
                              "called whole, only its parts (`stem`, `body`)"),
 ])
-def test_a_layer_without_gradient_does_not_stop_ddp(tmp_path: Path, case: str,
-                                                      said: str) -> None:
+def test_a_layer_without_gradient_does_not_stop_ddp(case: str, said: str) -> None:
     """A layer the model builds and never calls, calls for an output the training
     drops, or a backbone made by a factory and called part by part (its `fc` never), gets
     no gradient: DDP stops every rank at the second step ("Expected to have
     finished reduction in the prior iteration"). Converted, the DDP object is made with
     find_unused_parameters=True, and the run is the original's."""
-    script = tmp_path / "spare.py"
-    script.write_text((FIXTURES / f"{case}.py").read_text())
-    converted = distrun("convert", "spare.py", cwd=tmp_path)
+    run = STEPS.result(case.replace("/", "-"))
+    converted = run.convert
     assert converted.returncode == 0, converted.stdout + converted.stderr
     assert said in converted.stdout, converted.stdout
-    run_single(script, tmp_path)
-    run_two(tmp_path / "spare_ddp.py", tmp_path)
-    assert_same_checkpoint(tmp_path)
+    run.assert_single_ran()
+    run.assert_two_ran()
+    assert_same_checkpoint(run.folder)
 
 
-def test_layers_a_step_may_leave_without_gradient_do_not_stop_ddp(tmp_path: Path) -> None:
+def test_layers_a_step_may_leave_without_gradient_do_not_stop_ddp() -> None:
     """A backbone run under `torch.no_grad()` inside forward, never frozen (yunjey's image
     captioning), and an embedding used only when the step passes labels (a conditional
     diffusion model's label dropout): their parameters get no gradient at some steps. DDP
     stopped every rank ("Expected to have finished reduction in the prior iteration"),
     rank 1 after its head had already diverged. Made with find_unused_parameters=True, the
     run is the original's."""
-    script, said = convert_fixture(tmp_path, "model/sometimes_idle.py", "idle")
+    run = STEPS.result("idle")
+    said = converted_said(run)
     assert said.count("model.find_unused") == 2, said
-    run_single(script, tmp_path)
-    run_two(tmp_path / "idle_ddp.py", tmp_path)
-    assert_same_checkpoint(tmp_path)
+    run.assert_single_ran()
+    run.assert_two_ran()
+    assert_same_checkpoint(run.folder)
 
 
-def test_a_loss_summed_by_hand_over_the_batch_keeps_the_step(tmp_path: Path) -> None:
+def test_a_loss_summed_by_hand_over_the_batch_keeps_the_step() -> None:
     """`loss += criterion(out[i], y[i])` for each sample of the batch is a sum over the
     batch: each rank's covers half of it and DDP averages, so unscaled every step would
     be half the original's (the weights differ by far more than 1e-5 after 3 SGD steps)."""
-    script = tmp_path / "summed.py"
-    script.write_text((FIXTURES / "loss/summed_by_hand.py").read_text().replace(
-        "torch.randn(32, 3, 4), torch.randn(32, 3, 1)",
-        "torch.randn(64, 3, 4), torch.randn(64, 3, 1)"))
-    converted = distrun("convert", "summed.py", cwd=tmp_path)
+    run = STEPS.result("summed")
+    converted = run.convert
     assert converted.returncode == 0, converted.stdout + converted.stderr
     assert "summed.py:26: loss.sum_reduction" in converted.stdout, converted.stdout
-    run_single(script, tmp_path)
-    run_two(tmp_path / "summed_ddp.py", tmp_path)
-    assert_same_checkpoint(tmp_path)
+    run.assert_single_ran()
+    run.assert_two_ran()
+    assert_same_checkpoint(run.folder)
 
 
 # Every call of torch.randint made by the script is logged to draws_<RANK>.txt: a shim on
@@ -161,29 +198,31 @@ def test_a_loop_left_on_the_loss_is_left_at_the_same_step_by_every_rank(tmp_path
     assert_same_checkpoint(tmp_path)
 
 
-def test_the_best_weights_kept_on_the_training_loss_are_the_originals(tmp_path: Path) -> None:
+def test_the_best_weights_kept_on_the_training_loss_are_the_originals() -> None:
     """`if loss.item() < best: torch.save(...)` each epoch, then the best weights loaded at
     the end: the whole batch's loss is lowest at epoch 3, rank 0's share's at epoch 6
     (computed by hand), so rank 0, the one that saves, would keep other weights than the
     original (exit 0, the weights off by far more than 1e-5: seen without the mean)."""
-    script, said = convert_fixture(tmp_path, "agreed/best_on_training_loss.py", "best")
+    run = STEPS.result("best")
+    said = converted_said(run)
     assert "best.py:19: agreed.kept" in said, said
-    run_single(script, tmp_path)
-    run_two(tmp_path / "best_ddp.py", tmp_path)
-    assert_same_checkpoint(tmp_path)
+    run.assert_single_ran()
+    run.assert_two_ran()
+    assert_same_checkpoint(run.folder)
 
 
-def test_a_stream_of_samples_is_dealt_out_by_rank_0(tmp_path: Path) -> None:
+def test_a_stream_of_samples_is_dealt_out_by_rank_0() -> None:
     """A DataLoader over an IterableDataset of the script: no sampler can shard it (every
     rank would train on the whole stream; convert refused it, exit 4). Rank 0 reads the
     stream and deals the batches: the run is the original's (batch 64 against 32 per
     rank, two batches of the stream per step)."""
-    script, said = convert_fixture(tmp_path, "data/iterable_stream.py", "stream")
+    run = STEPS.result("stream")
+    said = converted_said(run)
     assert "stream.py:24: data.rank_batches: batches made by a DataLoader over `Stream`" in (
         said), said
-    run_single(script, tmp_path)
-    run_two(tmp_path / "stream_ddp.py", tmp_path)
-    assert_same_checkpoint(tmp_path)
+    run.assert_single_ran()
+    run.assert_two_ran()
+    assert_same_checkpoint(run.folder)
 
 
 def test_a_table_shuffled_split_and_folded_without_a_seed_is_rank_0s_on_every_rank(
@@ -214,47 +253,49 @@ def test_a_loader_read_through_a_progress_bar_in_a_name_moves_to_the_next_epoch(
     run_two(tmp_path / "bar_ddp.py", tmp_path)  # --check: [no-set-epoch] would fail it
 
 
-def test_a_list_of_batches_made_by_hand_is_dealt_out(tmp_path: Path) -> None:
+def test_a_list_of_batches_made_by_hand_is_dealt_out() -> None:
     """`batches = [(x[i:i + size], y[i:i + size]) for i in ...]` then `for inputs,
     targets in batches:` (PyTorch's NLP tutorials train on such lists): every rank trained
     on every batch (convert refused it, "no DataLoader found", exit 4). Each rank now takes
     one of every WORLD_SIZE batches: with the batch size halved, the original's steps."""
-    script, said = convert_fixture(tmp_path, "data/list_of_batches.py", "listed")
+    run = STEPS.result("listed")
+    said = converted_said(run)
     assert "listed.py:13: data.rank_batches: batches made by `batches`" in said
-    run_single(script, tmp_path)
-    run_two(tmp_path / "listed_ddp.py", tmp_path)
-    assert_same_checkpoint(tmp_path)
+    run.assert_single_ran()
+    run.assert_two_ran()
+    assert_same_checkpoint(run.folder)
 
 
-def test_a_batch_class_named_like_a_loader_is_dealt_out_and_its_count_said(
-        tmp_path: Path) -> None:
+def test_a_batch_class_named_like_a_loader_is_dealt_out_and_its_count_said() -> None:
     """A project's own loader class (`train_loader = SequenceLoader(...)`, batches made
     by hand, an optimizer step every 2 batches: sgrvinod's transformer tutorial) was both
     rebuilt as an unseen DataLoader (`shard_loader`, a TypeError on every rank at the
     start) and dealt out by `rank_batches`. Now only dealt out: the original's steps; and
     the step count made from its `n_batches` (all the batches) is reported."""
-    script, said = convert_fixture(tmp_path, "data/batch_class_named_loader.py", "accum")
+    run = STEPS.result("accum")
+    said = converted_said(run)
     assert "accum.py:29: warning: `train_loader.n_batches` counts all the batches" in (
         said), said
-    assert "shard_loader" not in (tmp_path / "accum_ddp.py").read_text()
-    run_single(script, tmp_path)
-    run_two(tmp_path / "accum_ddp.py", tmp_path)
-    assert_same_checkpoint(tmp_path)
+    assert "shard_loader" not in (run.conv / "accum_ddp.py").read_text()
+    run.assert_single_ran()
+    run.assert_two_ran()
+    assert_same_checkpoint(run.folder)
 
 
-def test_a_model_trained_through_a_container_is_averaged_by_hand(tmp_path: Path) -> None:
+def test_a_model_trained_through_a_container_is_averaged_by_hand() -> None:
     """The optimizer built from an `nn.ModuleList` of the student and its head, called as
     `modules[0]` in a function, a frozen teacher appended after (HobbitLong/RepDistiller's
     distillation): no forward pass to give a DDP object, so convert exited 4 ("no training
     forward pass ... found"), and with --partial each rank trained its own student with
     exit 0. Now rank 0's weights are broadcast and the gradients averaged by hand before
     every step: the original's training."""
-    script, said = convert_fixture(tmp_path, "model/container_model.py", "distill")
+    run = STEPS.result("distill")
+    said = converted_said(run)
     assert "distill.py:31: model.hand_average: no training forward pass of `modules`" in (
         said), said
-    run_single(script, tmp_path)
-    run_two(tmp_path / "distill_ddp.py", tmp_path)
-    assert_same_checkpoint(tmp_path)
+    run.assert_single_ran()
+    run.assert_two_ran()
+    assert_same_checkpoint(run.folder)
 
 
 def test_a_model_store_save_is_rank_0s_and_its_result_every_rank_s(tmp_path: Path) -> None:
@@ -274,58 +315,61 @@ def test_a_model_store_save_is_rank_0s_and_its_result_every_rank_s(tmp_path: Pat
     assert (tmp_path / "bentoml_store/saves.log").read_text().split() == ["0"]
 
 
-def test_batches_cut_by_hand_are_split_among_the_ranks(tmp_path: Path) -> None:
+def test_batches_cut_by_hand_are_split_among_the_ranks() -> None:
     """`for i in range(0, n, batch_size): idx = permutation[i:i + batch_size]` with
     `permutation = torch.randperm(n)` drawn each epoch (STGCN), then contiguous slices
     `x = inputs[i:i + bs]`: no DataLoader, so convert exited 4 ("no DataLoader found"),
     and with --partial every rank trained on every batch. Now the ranks split each batch
     (`rank_slice`) of one permutation (rank 0's): the original's steps, to 1e-5."""
-    script, said = convert_fixture(tmp_path, "data/slices_by_hand.py", "slices")
+    run = STEPS.result("slices")
+    said = converted_said(run)
     assert said.count("data.rank_slices") == 3, said
-    run_single(script, tmp_path)
-    run_two(tmp_path / "slices_ddp.py", tmp_path)
-    assert_same_checkpoint(tmp_path)
+    run.assert_single_ran()
+    run.assert_two_ran()
+    assert_same_checkpoint(run.folder)
 
 
-def test_a_schedule_counted_from_the_dataset_spans_the_rank_s_steps(tmp_path: Path) -> None:
+def test_a_schedule_counted_from_the_dataset_spans_the_rank_s_steps() -> None:
     """`steps_per_epoch = len(train_dataset) // batch_size` given to OneCycleLR: with the
     dataset sharded, each rank takes 1/WORLD_SIZE of those steps, so the cycle was
     stretched (the weights 0.05 off, exit 0, and nothing said). The count is now this
     rank's share of the dataset: the original's learning rates, step by step."""
-    script, said = convert_fixture(tmp_path, "data/schedule_from_dataset.py", "cycle")
+    run = STEPS.result("cycle")
+    said = converted_said(run)
     assert "cycle.py:14: data.schedule_share: `len(train_dataset)`" in said
-    run_single(script, tmp_path)
-    run_two(tmp_path / "cycle_ddp.py", tmp_path)
-    assert_same_checkpoint(tmp_path)
+    run.assert_single_ran()
+    run.assert_two_ran()
+    assert_same_checkpoint(run.folder)
 
 
-def test_a_model_handed_on_through_two_functions_is_wrapped(tmp_path: Path) -> None:
+def test_a_model_handed_on_through_two_functions_is_wrapped() -> None:
     """`fit(model)` hands the model to `train_epoch(model)`, which calls it (the generic
     trainer of adambielski/siamese-triplet): the DDP object was passed only one level up,
     so no DDP object was made at all, convert said nothing and each rank trained its own
     model with exit 0 (`launch --check`: [params-diverged]). Now `fit()` gets `ddp_model`,
     its save reaches `model.module`: the original's training and keys."""
-    script, said = convert_fixture(tmp_path, "model/handed_on_twice.py", "chain")
+    run = STEPS.result("chain")
+    said = converted_said(run)
     assert "chain.py:32: model.pass_wrapper: `fit()` trains the model it is given" in (
         said), said
-    run_single(script, tmp_path)
-    run_two(tmp_path / "chain_ddp.py", tmp_path)
-    assert_same_checkpoint(tmp_path)
+    run.assert_single_ran()
+    run.assert_two_ran()
+    assert_same_checkpoint(run.folder)
 
 
-def test_a_trainer_given_loaders_of_two_kinds_moves_each_to_its_next_epoch(
-        tmp_path: Path) -> None:
+def test_a_trainer_given_loaders_of_two_kinds_moves_each_to_its_next_epoch() -> None:
     """A generic `fit(train_loader, ...)` given a plain loader (now with a
     DistributedSampler) and then a loader with its own batch sampler: the
     `train_loader.sampler.set_epoch(epoch)` placed in fit() met the second loader's
     SequentialSampler, an AttributeError on every rank (adambielski/siamese-triplet's
     fourth experiment). Now it is called where the sampler has one: both trainings are
     the original's."""
-    script, said = convert_fixture(tmp_path, "data/fit_given_two_kinds.py", "fit")
+    run = STEPS.result("fit")
+    said = converted_said(run)
     assert "(where its sampler has one" in said, said
-    run_single(script, tmp_path)
-    run_two(tmp_path / "fit_ddp.py", tmp_path)
-    assert_same_checkpoint(tmp_path)
+    run.assert_single_ran()
+    run.assert_two_ran()
+    assert_same_checkpoint(run.folder)
 
 
 def test_endless_passes_of_a_generator_move_the_sampler_on(tmp_path: Path) -> None:
@@ -561,16 +605,16 @@ def test_episodes_grouped_by_class_are_dealt_out_whole(tmp_path: Path) -> None:
     assert "6 optimizer steps on 2 ranks" in two.stderr, two.stderr
 
 
-def test_class_batches_with_a_loss_over_the_batch_are_split_and_gathered(
-        tmp_path: Path) -> None:
+def test_class_batches_with_a_loss_over_the_batch_are_split_and_gathered() -> None:
     """P classes x K samples with a batch-hard triplet loss (`torch.cdist(emb, emb)`):
     the loss is gathered from every rank (batch_loss.gather), so the split batch is whole
     again where the loss reads it: the original's loss and steps, to 1e-5."""
-    script, said = convert_fixture(tmp_path, "data/pk_batch_hard.py", "pk")
+    run = STEPS.result("pk")
+    said = converted_said(run)
     assert "data.share_batch_sampler" in said and "batch_loss.gather" in said, said
-    run_single(script, tmp_path)
-    run_two(tmp_path / "pk_ddp.py", tmp_path)
-    assert_same_checkpoint(tmp_path)
+    run.assert_single_ran()
+    run.assert_two_ran()
+    assert_same_checkpoint(run.folder)
 
 
 def test_batchnorm_statistics_updated_after_swa_cover_the_whole_set(tmp_path: Path) -> None:
@@ -592,24 +636,20 @@ def test_batchnorm_statistics_updated_after_swa_cover_the_whole_set(tmp_path: Pa
         torch.testing.assert_close(saved[key], model.state_dict()[key], msg=key)
 
 
-def test_a_dataloader_subclass_rebuilt_keeps_its_attributes(tmp_path: Path) -> None:
+def test_a_dataloader_subclass_rebuilt_keeps_its_attributes() -> None:
     """A DataLoader subclass of the project (it keeps the MEAN/STD its trainer reads:
     yassouali/pytorch-segmentation) rebuilt by `shard_loader` came back a plain DataLoader:
     "AttributeError: 'DataLoader' object has no attribute 'MEAN'" on both ranks. And an
     imported module's `__main__` demo (an optimizer over a model it never calls) made
     convert exit 4 (model.no_forward). The rebuilt loader is of the project's class now,
     with its attributes, and the demo is not training: the original's weights, to 1e-5."""
-    given = FIXTURES / "project/loader_subclass_and_demo/in"
-    shutil.copytree(given, tmp_path / "orig")
-    shutil.copytree(given, tmp_path / "conv")
-    run_single(tmp_path / "orig/train.py", tmp_path / "orig")
-    shutil.copy(tmp_path / "orig/single.pt", tmp_path / "conv/single.pt")
-    converted = distrun("convert", "train.py", "--in-place", "--no-backup",
-                        cwd=tmp_path / "conv")
+    run = STEPS.result("subclass")  # orig/ and conv/: copies of the project
+    converted = run.convert
     assert converted.returncode == 0, converted.stdout + converted.stderr
     assert "data.rebuild_loader" in converted.stdout, converted.stdout
-    run_two(tmp_path / "conv/train.py", tmp_path / "conv")
-    assert_same_checkpoint(tmp_path / "conv")
+    run.assert_single_ran()
+    run.assert_two_ran()
+    assert_same_checkpoint(run.folder)
 
 
 def test_metrics_kept_in_average_meters_are_the_whole_batch_s(tmp_path: Path) -> None:
@@ -628,17 +668,18 @@ def test_metrics_kept_in_average_meters_are_the_whole_batch_s(tmp_path: Path) ->
     assert sum(expected, []) == pytest.approx(sum(got, []), rel=1e-5), (expected, got)
 
 
-def test_two_loaders_zipped_are_both_sharded(tmp_path: Path) -> None:
+def test_two_loaders_zipped_are_both_sharded() -> None:
     """`for (x, y), (u, _) in zip(cycle(labelled), unlabelled)` (semi-supervised training),
     each loader given a SubsetRandomSampler made by a helper function: only zip's first
     argument was followed and `cycle` stopped it, so neither loader was known to train
     (convert exit 4, data.unknown_loader), and the samplers made by a helper were not
     followed either (data.own_sampler). Both are shared out now: the original's steps."""
-    script, said = convert_fixture(tmp_path, "data/two_loaders_zipped.py", "zipped")
+    run = STEPS.result("zipped")
+    said = converted_said(run)
     assert said.count("data.share_sampler") == 2, said
-    run_single(script, tmp_path)
-    run_two(tmp_path / "zipped_ddp.py", tmp_path)
-    assert_same_checkpoint(tmp_path)
+    run.assert_single_ran()
+    run.assert_two_ran()
+    assert_same_checkpoint(run.folder)
 
 
 def test_batches_drawn_through_a_generator_in_a_step_loop_are_sharded_and_summed(
@@ -693,16 +734,17 @@ def test_predictions_collected_over_training_are_every_rank_s(tmp_path: Path) ->
     assert_same_metrics(single, two, 3)
 
 
-def test_a_loss_divided_by_a_count_over_the_batch_is_the_original_s(tmp_path: Path) -> None:
+def test_a_loss_divided_by_a_count_over_the_batch_is_the_original_s() -> None:
     """A loss summed over what a mask keeps and divided by how many it keeps (SSD's and
     RetinaFace's matched anchors, a padding mask): each rank divided by its own count and
     DDP averaged the ratios, not the single process's step (silent). The count is averaged
     over the ranks now: the run is the original's to 1e-5."""
-    script, said = convert_fixture(tmp_path, "loss/count_divisor.py", "count")
+    run = STEPS.result("count")
+    said = converted_said(run)
     assert said.count("loss.count_divisor") == 2, said
-    run_single(script, tmp_path)
-    run_two(tmp_path / "count_ddp.py", tmp_path)
-    assert_same_checkpoint(tmp_path)
+    run.assert_single_ran()
+    run.assert_two_ran()
+    assert_same_checkpoint(run.folder)
 
 
 def test_losses_summed_over_the_batch_by_sum_keep_the_step_and_the_penalty(
@@ -722,22 +764,21 @@ def test_losses_summed_over_the_batch_by_sum_keep_the_step_and_the_penalty(
     assert_same_metrics(single, two, 3)
 
 
-def test_a_static_training_step_and_a_model_module_loaded_by_name(tmp_path: Path) -> None:
+def test_a_static_training_step_and_a_model_module_loaded_by_name() -> None:
     """RotatE's `kge_model.train_step(kge_model, optimizer, ...)`, a @staticmethod whose
     first parameter was taken for `self` (the model never found: exit 4), and
     bohyunshin/recommender's model class chosen by name through importlib, whose module
     was never read (its loss, a sum over the batch, left at half the step, silently).
     The static step gets the DDP object, the module named in a string is converted with
     the project, its sum scaled: the original's weights to 1e-5."""
-    project = tmp_path / "project"
-    shutil.copytree(FIXTURES / "project/static_step_by_name/in", project)
-    converted = distrun("convert", "main.py", cwd=project)
+    run = STEPS.result("static")
+    converted = run.convert
     assert converted.returncode == 0, converted.stdout + converted.stderr
     said = converted.stdout
     assert "model.pass_wrapper" in said and "(models/ranker.py:13)" in said, said
-    run_single(project / "main.py", tmp_path)
-    run_two(tmp_path / "project_ddp/main.py", tmp_path)
-    assert_same_checkpoint(tmp_path)
+    run.assert_single_ran()
+    run.assert_two_ran()
+    assert_same_checkpoint(run.folder)
 
 
 def test_a_progress_bar_whose_count_is_read_and_a_namesake_loader(tmp_path: Path) -> None:
@@ -770,16 +811,17 @@ def test_task_weights_with_an_optimizer_of_their_own_stay_the_same_on_every_rank
     assert_same_metrics(single, two, 4)
 
 
-def test_a_memory_bank_of_past_embeddings_holds_every_rank_s(tmp_path: Path) -> None:
+def test_a_memory_bank_of_past_embeddings_holds_every_rank_s() -> None:
     """A memory of past keys kept across steps and scored against by the loss (a memory
     bank; MoCo's queue): each rank's held its own share's keys only, fewer negatives,
     other weights (silent). The new keys are gathered from every rank before they are
     added: the original's weights to 1e-5."""
-    script, said = convert_fixture(tmp_path, "data/memory_bank.py", "bank")
+    run = STEPS.result("bank")
+    said = converted_said(run)
     assert "batch_loss.memory" in said and "similarity of two batches" not in said, said
-    single = run_single(script, tmp_path, env={"BATCH_SIZE": "32"})
-    run_two(tmp_path / "bank_ddp.py", tmp_path, env={"BATCH_SIZE": "16"})
-    assert_same_checkpoint(tmp_path)
+    single = run.assert_single_ran()  # batch 32
+    run.assert_two_ran()  # 16 per rank
+    assert_same_checkpoint(run.folder)
     assert "metrics 3 128" in single.stdout
 
 
@@ -830,16 +872,17 @@ def test_negatives_drawn_when_the_data_set_is_built_and_a_trainer_s_alias(
     assert len(firsts) == 3 and len({f.split(" ", 2)[2] for f in firsts}) == 3, firsts
 
 
-def test_a_model_trained_through_a_method_of_its_own_is_averaged(tmp_path: Path) -> None:
+def test_a_model_trained_through_a_method_of_its_own_is_averaged() -> None:
     """`model.triplet(u, pos, neg)`, a method that runs the model's forward twice, trains
     it at some steps and `model(u, i)` at others: DDP averaged only the latter, so the
     ranks drifted apart from the first triplet step (launch --check: params-diverged).
     Its gradients are now also averaged by hand before each step: the original's."""
-    script, said = convert_fixture(tmp_path, "model/side_forward.py", "side")
+    run = STEPS.result("side")
+    said = converted_said(run)
     assert "`model.triplet(...)` (line 33) trains `model` through a method" in said, said
-    run_single(script, tmp_path)
-    run_two(tmp_path / "side_ddp.py", tmp_path)
-    assert_same_checkpoint(tmp_path)
+    run.assert_single_ran()
+    run.assert_two_ran()
+    assert_same_checkpoint(run.folder)
 
 
 def test_a_class_that_downloads_when_told_to_does_not_hang(tmp_path: Path) -> None:
@@ -863,17 +906,18 @@ def test_a_class_that_downloads_when_told_to_does_not_hang(tmp_path: Path) -> No
     assert_same_checkpoint(tmp_path)
 
 
-def test_a_meta_learner_whose_forward_trains_gets_its_loader_sharded(tmp_path: Path) -> None:
+def test_a_meta_learner_whose_forward_trains_gets_its_loader_sharded() -> None:
     """A meta-learner module whose forward runs the whole step (its network's forward,
     backward, its own optimizer's step: MAML-Pytorch's Meta), the loop only calling
     `meta(x, y)`: the loader was taken for a statistics pass (no optimizer stepped in the
     loop's function) and left whole, each rank training on all the tasks. It is a training
     loader now: sharded, the original's steps."""
-    script, said = convert_fixture(tmp_path, "model/meta_learner_forward.py", "meta")
+    run = STEPS.result("meta")
+    said = converted_said(run)
     assert "data.sampler" in said and "data.statistics_pass" not in said, said
-    run_single(script, tmp_path)
-    run_two(tmp_path / "meta_ddp.py", tmp_path)
-    assert_same_checkpoint(tmp_path)
+    run.assert_single_ran()
+    run.assert_two_ran()
+    assert_same_checkpoint(run.folder)
 
 
 def test_a_file_written_through_a_parameter_is_rank_0s_whatever_other_functions_read(
