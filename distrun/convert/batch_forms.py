@@ -7,6 +7,10 @@ transform looks for):
                           sim(z[:, None], z[None, :])
   two batches             a @ b.T and the same forms (CLIP's logits, a view against another)
   batch statistics        z.std(0), z.var(dim=0), z - z.mean(0) (centring over the batch)
+  a ratio of whole sums   (2 * (p * t).sum() + s) / (p.sum() + t.sum() + s) (a soft Dice,
+                          IoU, Tversky over the flattened batch), (l * mask).sum() /
+                          mask.sum() (a masked mean): sums over every element, the batch's
+                          rows included, in both terms (in a loss function only)
   a name that says so     NT-Xent, InfoNCE, SupCon, SimCLR, MoCo, a CLIP loss, Barlow Twins,
                           VICReg, n-pair
 
@@ -23,6 +27,7 @@ import libcst as cst
 
 from distrun.convert.analysis import Facts, keyword, positional, string_value
 from distrun.convert.build import code_of
+from distrun.convert.syntax import walk
 
 # A name that says the loss takes its negatives (or its statistics) from the batch.
 IN_BATCH_NAME = re.compile(r"nt_?xent|info_?nce|sup_?con|simclr|moco|clip_?loss|barlow|"
@@ -35,6 +40,7 @@ LOSS_NAME = re.compile(r"loss|criterion|contrast|nce|xent|triplet|simclr|sup_?co
 ITSELF = "a similarity of the batch with itself"
 TWO = "a similarity of two batches"
 STATISTICS = "a statistic over the batch"
+RATIO = "a ratio of sums over the whole batch"
 
 _EINSUM = re.compile(r"\s*(\w)(\w)\s*,\s*(\w)(\w)\s*->\s*(\w)(\w)\s*")
 _SWAP = ({"0", "1"},)
@@ -52,6 +58,12 @@ def form_of(facts: Facts, node: cst.CSTNode) -> Form | None:
     """The whole-batch form `node` is, if any."""
     if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.MatrixMultiply):
         return _product(node, node.left, node.right)
+    if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Divide):
+        func = facts.function(node)
+        if func is not None and _whole_sum(facts, node.left, func, 0) and _whole_sum(
+                facts, node.right, func, 0):
+            return Form(node, RATIO)
+        return None
     if not isinstance(node, cst.Call):
         return None
     name = facts.call_name(node) or ""
@@ -165,6 +177,27 @@ def _statistic(facts: Facts, node: cst.Call, name: str, method: str | None,
             and isinstance(parent.operator, cst.Subtract) and parent.right is node:
         return Form(node, STATISTICS)  # centring; a mean alone averages as DDP does
     return None
+
+
+def _whole_sum(facts: Facts, expr: cst.BaseExpression, func: cst.FunctionDef, depth: int
+               ) -> bool:
+    """Does `expr` hold a sum over every element (`x.sum()`, `torch.sum(x)`, no dim), also
+    through a name `func` binds to one (`intersection = (p * t).sum()`)?"""
+    for node in walk(expr):
+        if isinstance(node, cst.Call) and not any(a.keyword is not None for a in node.args):
+            name = facts.call_name(node) or ""
+            if (isinstance(node.func, cst.Attribute) and node.func.attr.value == "sum"
+                    and not node.args and not name.startswith("torch.")) or (
+                    name == "torch.sum" and len(node.args) == 1):
+                return True
+        if isinstance(node, cst.Name) and depth < 3:
+            for assign in facts.assigns:
+                if isinstance(assign, cst.Assign) and facts.function(assign) is func and any(
+                        isinstance(t.target, cst.Name) and t.target.value == node.value
+                        for t in assign.targets) and _whole_sum(
+                        facts, assign.value, func, depth + 1):
+                    return True
+    return False
 
 
 def _same(a: cst.BaseExpression, b: cst.BaseExpression) -> bool:

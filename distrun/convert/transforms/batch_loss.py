@@ -69,8 +69,9 @@ def plan_batch_losses(ctx: Context) -> None:
         func = facts.function(node)
         if func is not None and id(func) not in context:
             context[id(func)] = _loss_function(ctx, func)
-        if (func is None or not context[id(func)]) and not _in_training_loop(facts, node):
-            continue
+        if (func is None or not context[id(func)]) and (
+                form.kind == batch_forms.RATIO or not _in_training_loop(facts, node)):
+            continue  # (a ratio of sums: in a loss function only, not a metric's)
         where = func if func is not None else facts.top_level_statement(node)
         groups.setdefault(where, []).append(form)
     gathered: set[int] = set()  # calls whose batches are gathered (once, whatever leads there)
@@ -108,8 +109,9 @@ def _plan(ctx: Context, where: cst.CSTNode, forms: list[Form], gathered: set[int
         _warn(ctx, forms[0], "it is computed in the training code itself")
         return
     root, sites, reason = _training_calls(ctx, func)
-    if reason is None and not sites:
-        return
+    if reason is None and not sites or not sites and all(
+            f.kind == batch_forms.RATIO for f in forms):
+        return  # (a ratio no training calls: a metric, or a loss the script never uses)
     reason = reason or inexact(ctx, root, 0, set())
     for site, _ in sites:
         if reason is None and any(arg.star for arg in site.args):
@@ -152,8 +154,9 @@ def _gather_at(ctx: Context, site: cst.Call, func: cst.FunctionDef, is_method: b
 
 
 def _warn(ctx: Context, form: Form, reason: str) -> None:
-    what = ("statistics of fewer samples" if form.kind == STATISTICS
-            else "fewer negatives than one process")
+    what = ("statistics of fewer samples" if form.kind == STATISTICS else
+            "a ratio of this rank's sums, whose average is not the whole batch's ratio"
+            if form.kind == batch_forms.RATIO else "fewer negatives than one process")
     ctx.plan.finding(form.node, "batch_loss.per_rank",
                      f"`{_short(ctx.facts, form.node)}` is {form.kind}: under DDP each rank "
                      f"computes it over its own 1/WORLD_SIZE of the batch ({what}), and "
