@@ -49,6 +49,7 @@ from distrun.convert.context import Context, Transform
 from distrun.convert.idioms import is_backward, is_optimizer_step
 from distrun.convert.models import feeds_backward, without_gradients
 from distrun.convert.names import Names
+from distrun.convert.transforms.count_divisor import divides_by_count
 from distrun.convert.transforms.loss import sums_in
 from distrun.convert.transforms.memory_bank import gather_memories, memory_sites
 
@@ -63,6 +64,8 @@ def plan_batch_losses(ctx: Context) -> None:
     memories = {dotted(site.targets[0].target) for site, _ in memory_sites(ctx)}
     for node in list(facts.parent):
         form = batch_forms.form_of(facts, node)
+        if form is not None and form.kind == batch_forms.RATIO and divides_by_count(ctx, node):
+            continue  # (a masked mean: its count made whole by the loss transform)
         if form is None or without_gradients(facts, node) or any(
                 isinstance(n, cst.Name) and n.value in memories for n in walk(node)):
             continue  # (against a memory of past batches, gathered from every rank)

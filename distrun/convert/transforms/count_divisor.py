@@ -61,6 +61,19 @@ def count_divisors(ctx: Context) -> None:
                             "alike)")
 
 
+def divides_by_count(ctx: Context, division: cst.CSTNode) -> bool:
+    """Is `division` a sum divided by a count this transform makes whole (`... / N`)? (A
+    masked mean: not gathered as a ratio of sums by the batch_loss transform as well.)"""
+    facts = ctx.facts
+    func = facts.function(division)
+    name = dotted(division.right) if isinstance(division, cst.BinaryOperation) else None
+    if func is None or name is None or not ctx.train_loaders or not _loss_code(ctx, func):
+        return False
+    return any(isinstance(a, cst.Assign) and facts.function(a) is func and len(a.targets) == 1
+               and dotted(a.targets[0].target) == name and _count(ctx, func, a.value)
+               for a in facts.assigns)
+
+
 def _loss_code(ctx: Context, func: cst.FunctionDef) -> bool:
     cls = ctx.facts.enclosing_class(func)
     if cls is not None and func.name.value == "forward":

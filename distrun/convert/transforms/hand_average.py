@@ -30,7 +30,7 @@ from distrun.convert.analysis import Facts, dotted
 from distrun.convert.build import statement
 from distrun.convert.context import Context
 from distrun.convert.idioms import is_optimizer, is_optimizer_step
-from distrun.convert.models import Model, feeds_backward
+from distrun.convert.models import Model, feeds_backward, parameters_in
 from distrun.convert.names import Names
 
 
@@ -158,8 +158,7 @@ def average_free_optimizers(ctx: Context) -> None:
         first = made[0].value
         given = facts.code(first.args[0].value) if isinstance(first, cst.Call) else owner
         what = "tensors of the script's own (listed by hand)" if listed else \
-            f"parameters no wrapped model holds (`{given}`: DARTS' architecture weights, " \
-            "their gradients set by hand)"
+            f"parameters no wrapped model holds (`{given}`)"
         if average_before(ctx, step, owner):
             ctx.plan.change(step, "model.free_tensors",
                             f"`{owner}` steps {what} beside the model's optimizer, from each "
@@ -209,7 +208,8 @@ def _unresolved(ctx: Context, value: cst.BaseExpression) -> bool:
     model (no wrapper averages their gradients)."""
     return isinstance(value, cst.Call) and is_optimizer(ctx.facts, value) and bool(
         value.args) and value.args[0].keyword is None and not any(
-        m.optimizer is value for m in ctx.models)
+        m.optimizer is value for m in ctx.models) and not parameters_in(
+        ctx.facts, value.args[0].value, ctx.flow)
 
 
 def _tensor_list(value: cst.BaseExpression) -> bool:

@@ -48,9 +48,9 @@ def average_taken_gradients(ctx: Context) -> None:
             positional(call)) > 1 else None)
         outputs = keyword(call, "outputs") or (positional(call)[0] if positional(call)
                                                else None)
+        innermost = next(iter(facts.enclosing_loops(call)), None)
         if inputs is None or outputs is None or not (
-                id(func) in reached or any(facts.inside(call, loop) for loop in reached.values()
-                                           if isinstance(loop, cst.For))):
+                id(func) in reached or innermost is not None and id(innermost) in reached):
             continue
         if not parameters_in(facts, inputs.value, ctx.flow) or _per_item(ctx, call,
                                                                           outputs.value):
@@ -80,17 +80,22 @@ def average_taken_gradients(ctx: Context) -> None:
 
 
 def _reached_from_training(ctx: Context) -> dict[int, cst.CSTNode]:
-    """The training loops, and the functions their bodies call (3 calls deep), by id."""
+    """The training loops, and the functions their steps call (3 calls deep), by id: a
+    call in a loop of its own inside the training loop (an evaluation over the test
+    tasks, MAML's fine-tuning on each) is not the step's."""
     facts, flow = ctx.facts, ctx.flow
     found: dict[int, cst.CSTNode] = {}
     todo: list[cst.CSTNode] = []
     for loop in train_loops(facts, flow):
         found[id(loop.loop)] = loop.loop
-        todo.append(loop.loop.body)
+        todo.append(loop.loop)
     for _ in range(_DEPTH):
         nxt: list[cst.CSTNode] = []
         for body in todo:
             for inner in facts.calls_in(body):
+                if isinstance(body, cst.For) and next(iter(facts.enclosing_loops(inner)),
+                                                      None) is not body:
+                    continue
                 callee = flow.callee(inner)
                 if callee is not None and id(callee[0]) not in found:
                     found[id(callee[0])] = callee[0]
