@@ -70,9 +70,19 @@ class MNIST(_SyntheticImages):
     def test_data(self):
         return self.data
 
+    @train_data.setter
+    def train_data(self, value):
+        # old torchvision (< 0.2.2) kept them as plain attributes that scripts reassigned
+        # (example_forgetting's run_mnist.py keeps a subset: `trainset.train_data = ...`)
+        self.data = value
+
     @property
     def train_labels(self):
         return self.targets
+
+    @train_labels.setter
+    def train_labels(self, value):
+        self.targets = value
 
     @property
     def test_labels(self):
