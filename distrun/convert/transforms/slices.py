@@ -1,7 +1,8 @@
 """Batches cut by hand from in-memory data in the training loop, split among the ranks
 (part of the data transform).
 
-A loop over batch starts, `for i in range(0, N, batch_size):`, that takes its batch as a
+A loop over batch starts, `for i in range(0, N, batch_size):` (or `for b, i in
+enumerate(range(...))`), that takes its batch as a
 slice (`X[i:i + batch_size]`, `X[i * bs:(i + 1) * bs]`) or as a slice of a shuffled index
 (`idx = permutation[i:i + batch_size]`, then `X[idx]`: STGCN's train_epoch) reads no
 DataLoader a sampler could shard: every rank would train on every batch. Each such slice
@@ -45,10 +46,10 @@ def share_slices(ctx: Context) -> bool:
     facts, n = ctx.facts, ctx.names
     done = False
     for loop in facts.for_loops:
-        var = loop.target.value if isinstance(loop.target, cst.Name) else None
-        if var is None or not _range(loop.iter) or not _steps(ctx, loop):
+        var, starts = _batch_starts(loop)
+        if var is None or starts is None or not _steps(ctx, loop):
             continue
-        by_batch = _BATCH.search(facts.code(loop.iter)) is not None
+        by_batch = _BATCH.search(facts.code(starts)) is not None
         cuts = [node for node in walk(loop.body) if isinstance(node, cst.Subscript)
                 and _cut(facts.code(node), node, var, by_batch)
                 and facts.function(node) is facts.function(loop)]
@@ -71,6 +72,21 @@ def share_slices(ctx: Context) -> bool:
 
 def _range(iterable: cst.BaseExpression) -> bool:
     return isinstance(iterable, cst.Call) and dotted(iterable.func) == "range"
+
+
+def _batch_starts(loop: cst.For) -> tuple[str | None, cst.BaseExpression | None]:
+    """The loop's variable of batch starts and its `range(...)`: `for i in range(...)`,
+    or `for batch_idx, start in enumerate(range(0, N, batch_size))` (forgetting events'
+    run_mnist.py)."""
+    target, iterable = loop.target, loop.iter
+    if isinstance(target, cst.Name) and _range(iterable):
+        return target.value, iterable
+    if isinstance(target, (cst.Tuple, cst.List)) and len(target.elements) == 2 and isinstance(
+            target.elements[1].value, cst.Name) and isinstance(iterable, cst.Call) and dotted(
+            iterable.func) == "enumerate" and len(iterable.args) == 1 and _range(
+            iterable.args[0].value):
+        return target.elements[1].value.value, iterable.args[0].value
+    return None, None
 
 
 def _steps(ctx: Context, loop: cst.For) -> bool:
