@@ -14,7 +14,7 @@ import subprocess
 
 import pytest
 
-from tests.batched import Batch, Result, fixture_case
+from tests.batched import FIXTURES, Batch, Case, Result, fixture_case
 from tests.e2e.test_corpus_equivalence import assert_same_checkpoint
 from tests.e2e.test_issue25_steps import assert_same_metrics
 
@@ -25,6 +25,10 @@ MEASURES = Batch("issue25_measures", [
     fixture_case("darts", "model/architecture_weights.py", "darts"),
     fixture_case("virtual", "model/virtual_step.py", "virtual"),
     fixture_case("dice", "loss/dice_over_batch.py", "dice"),
+    Case("slices", "slices.py", "slices_ddp.py", ("slices.py",),
+         files={"slices.py": (FIXTURES / "data/slices_enumerated.py").read_text()},
+         two_env={"BATCH_SIZE": "64"}),  # the ranks split each of the original's batches
+    fixture_case("peers", "model/peers_in_lists.py", "peers"),
 ])
 
 
@@ -83,3 +87,25 @@ def test_a_dice_over_the_whole_batch_is_the_whole_batch_s() -> None:
     losses are the original's."""
     run = _proven("dice", 3)
     assert "a ratio of sums over the whole batch" in run.convert.stdout, run.convert.stdout
+
+
+def test_batches_cut_in_a_loop_numbered_with_enumerate_are_split() -> None:
+    """mtoneva/example_forgetting: `for batch_idx, start in enumerate(range(0, N, bs))`
+    cutting `permutation[start:start + bs]` was not taken (a loop of a tuple target):
+    convert refused (data.no_loader). Each cut now goes through `rank_slice` and the
+    permutation is rank 0's: the same batch size splits each of the original's batches
+    among the ranks, and the weights are the original's."""
+    run = _proven("slices", 0)
+    assert "data.rank_slices" in run.convert.stdout, run.convert.stdout
+
+
+def test_peers_kept_in_lists_are_averaged_by_hand() -> None:
+    """chxy95/Deep-Mutual-Learning: two networks appended to `self.models`, their
+    optimizers to `self.optimizers`, called through the loop's variable and stepped as
+    `self.optimizers[i].step()`: convert refused (model.no_forward). Each network now
+    starts from rank 0's weights and its gradients are averaged by hand before each step
+    through the list (model.hand_average): both peers are the original's."""
+    run = _proven("peers", 0)
+    assert "model.hand_average" in run.convert.stdout, run.convert.stdout
+    assert (run.conv / "peers_ddp.py").read_text().count(
+        "average_gradients(self.optimizers[i])") == 1

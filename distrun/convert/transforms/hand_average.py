@@ -87,6 +87,7 @@ def average_by_hand(ctx: Context, model: Model, side: list[cst.Call] | None = No
     built = facts.statement(made)
     steps = [c for c in facts.calls if is_optimizer_step(c) and isinstance(c.func, cst.Attribute)
              and flow.same(flow.place_of(c.func.value), optimizer)]
+    steps += [c for c in _listed_steps(ctx, target) if c not in steps]
     if optimizer is None or built is None or not steps or any(
             not isinstance(facts.statement(s), cst.SimpleStatementLine) for s in steps):
         return False
@@ -116,6 +117,36 @@ def average_by_hand(ctx: Context, model: Model, side: list[cst.Call] | None = No
         ctx.plan.insert_before(before_clipping(facts, stmt),
                                [statement(f"{n.average_gradients}({receiver})\n")])
     return True
+
+
+def _listed_steps(ctx: Context, target: cst.BaseExpression) -> list[cst.Call]:
+    """Steps of the optimizer `target` names through a list it is appended to (deep mutual
+    learning's peers: `self.optimizers.append(optimizer)`, then
+    `self.optimizers[i].step()` or `for opt in self.optimizers: opt.step()`)."""
+    facts, flow = ctx.facts, ctx.flow
+    code = dotted(target)
+    lists = [flow.place_of(call.func.value) for call in facts.calls
+             if isinstance(call.func, cst.Attribute) and call.func.attr.value == "append"
+             and len(call.args) == 1 and dotted(call.args[0].value) == code
+             and facts.scope(call) is facts.scope(target)]
+    lists = [p for p in lists if p is not None]
+    if code is None or not lists:
+        return []
+    members = {id(loop.target) for loop in facts.for_loops if isinstance(
+        loop.target, cst.Name) and any(flow.same(flow.place_of(loop.iter), p) for p in lists)}
+    found = []
+    for call in facts.calls:
+        if not isinstance(call.func, cst.Attribute) or call.func.attr.value != "step":
+            continue  # (`self.optimizers[i].step()`: not an optimizer's by its receiver)
+        owner = call.func.value
+        if isinstance(owner, cst.Subscript) and any(
+                flow.same(flow.place_of(owner.value), p) for p in lists):
+            found.append(call)
+        elif isinstance(owner, cst.Name) and any(
+                id(loop.target) in members and loop.target.value == owner.value  # type: ignore[attr-defined]
+                and facts.inside(call, loop) for loop in facts.for_loops):
+            found.append(call)
+    return found
 
 
 def average_free_optimizers(ctx: Context) -> None:
