@@ -147,12 +147,17 @@ def passed_through(facts: Facts, expr: cst.BaseExpression) -> cst.BaseExpression
 
 
 def _bound_wrapper(facts: Facts, name: cst.Name) -> cst.Call | None:
-    """The wrapper call `name` is bound to by the one assignment to it in its function."""
+    """The wrapper call `name` is bound to by the one assignment to it in its function,
+    or by a `with` around it (`with tqdm(self.data_loader) as progress:`, ELR's trainer)."""
     scope = facts.function(name)
     values = [a.value for a in facts.assigns if isinstance(a, cst.Assign)
               and facts.function(a) is scope and facts.module_of(a) is facts.module_of(name)
               and any(isinstance(t.target, cst.Name) and t.target.value == name.value
                       for t in a.targets)]
+    if not values:
+        values = [item.item for up in facts.ancestors(name) if isinstance(up, cst.With)
+                  for item in up.items if item.asname is not None and isinstance(
+                      item.asname.name, cst.Name) and item.asname.name.value == name.value]
     if len(values) != 1 or not isinstance(values[0], cst.Call) or (
             facts.call_name(values[0]) not in ITER_WRAPPERS
             and passed_through(facts, values[0]) is None):

@@ -31,6 +31,8 @@ IMPORTS: dict[str, Import] = {
     "gc": Import("gc", "import gc as {name}", "gc"),
     "os": Import("os", "import os as {name}", "os"),
     "torch": Import("torch", "import torch", None),
+    "numpy": Import("numpy", "import numpy", None),
+    "random": Import("random", "import random", None),
     "dist": Import("torch.distributed", "import torch.distributed as {name}", "dist"),
     "ddp": Import("torch.nn.parallel.DistributedDataParallel",
                   "from torch.nn.parallel import DistributedDataParallel as {name}", "ddp"),

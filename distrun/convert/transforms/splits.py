@@ -41,6 +41,7 @@ from distrun.convert.analysis import Facts, dotted, keyword
 from distrun.convert.build import code_of, expression, statement
 from distrun.convert.context import Context
 from distrun.convert.names import Names
+from distrun.convert.transforms.generators import same_generators
 from distrun.convert.transforms.rank0_values import helper_code as rank0_value_code
 from distrun.convert.transforms.rank0_values import through_rank0
 
@@ -74,8 +75,10 @@ _SEED_ALL = {"lightning.seed_everything", "pytorch_lightning.seed_everything",
 
 
 def same_splits(ctx: Context) -> None:
-    """Each unseeded random choice of data made once: rank 0's on every rank."""
+    """Each unseeded random choice of data made once: rank 0's on every rank; numpy's and
+    Python's generators, when never seeded, rank 0's state after the set-up."""
     facts = ctx.facts
+    same_generators(ctx, _SEED_ALL)
     seeded = {library for library, seeds in _SEEDS.items()
               if any(facts.call_name(c) in seeds | _SEED_ALL for c in facts.calls)}
     built: set[int] = set()  # the data sets' constructions already made rank 0's

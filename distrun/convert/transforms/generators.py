@@ -1,0 +1,73 @@
+"""numpy's and Python's global generators, unseeded, started from rank 0's state (part of
+the data transform).
+
+A project that draws from `numpy.random` (or `random`) and never seeds it gets a
+different stream in each process: Python seeds both from the operating system. What the
+script draws once to make its data (shengliu66/ELR: a per-class train/validation split
+with `np.random.shuffle` in a loop over the classes, symmetric label noise with
+`np.random.permutation` and `np.random.randint` in a loop over the samples, in a
+Dataset's constructor) would then differ between the ranks: each rank trains on its own
+split with its own noisy labels, silently. Draws made once at the top level are made
+rank 0's one by one (splits.py); those in loops and in a data set's methods are not. After
+the set-up, every rank takes rank 0's generator state instead:
+
+    numpy.random.set_state(rank0_value(numpy.random.get_state()))
+    random.setstate(rank0_value(random.getstate()))
+
+Every rank then draws what rank 0 draws, which is what the original would draw in that
+process. Randomness a step draws (a numpy augmentation) is then alike on every rank, as in
+a script that seeds; batches drawn at random in the loop are reseeded by rank before it
+(`data.random_draws`). Not for a library the script seeds (every rank draws the same
+already) or does not draw from.
+"""
+
+from __future__ import annotations
+
+from distrun.convert.context import Context
+from distrun.convert.transforms.rank0_values import helper_code as rank0_value_code
+
+# library -> (its draws' prefix, its seeds, the state's getter and setter)
+_LIBRARIES = {
+    "numpy": ("numpy.random.", {"numpy.random.seed"}, "numpy.random.get_state()",
+              "numpy.random.set_state"),
+    "random": ("random.", {"random.seed"}, "random.getstate()", "random.setstate"),
+}
+# what draws nothing from the global generator
+_NOT_DRAWS = {"numpy.random.seed", "numpy.random.default_rng", "numpy.random.RandomState",
+              "numpy.random.Generator", "numpy.random.get_state", "numpy.random.set_state",
+              "numpy.random.SeedSequence", "numpy.random.PCG64", "random.seed",
+              "random.Random", "random.getstate", "random.setstate", "random.SystemRandom"}
+
+
+def same_generators(ctx: Context, seed_all: set[str]) -> None:
+    facts = ctx.facts
+    names = [facts.call_name(c) or "" for c in facts.calls]
+    if any(name in seed_all for name in names):
+        return
+    entry, n = facts.entry, ctx.names
+    for library, (drawn, seeds, state, restore) in _LIBRARIES.items():
+        draws = [c for c, name in zip(facts.calls, names, strict=True)
+                 if name.startswith(drawn) and name not in _NOT_DRAWS]
+        if not draws or any(name in seeds for name in names):
+            continue
+        alias = next((local for local, qualified in entry.imports.items()
+                      if qualified == library), None)
+        if alias is None and library in entry.bound_names:
+            continue  # (its name is the script's: no `import` that would take it over)
+        if alias is None:
+            ctx.need(library, at=entry.module)
+        prefix = f"{alias or library}."
+        restore, state = restore.replace(f"{library}.", prefix, 1), state.replace(
+            f"{library}.", prefix, 1)
+        ctx.need("dist", at=entry.module)
+        ctx.define_helper("rank0_value", entry.module, rank0_value_code(n))
+        ctx.setup_lines.append(f"{restore}({n.rank0_value}({state}))  # {library}'s generator: "
+                               "rank 0's state on every rank\n")
+        first = min(draws, key=lambda c: (facts.modules.index(facts.module_of(c)),
+                                          facts.line(c)))
+        ctx.plan.change(first, "data.same_generator",
+                        f"`{facts.code(first.func)}(...)` draws from {library}'s global "
+                        "generator, which the project never seeds: each process would start "
+                        "it from its own entropy, so what the ranks draw to make their data "
+                        f"would differ; after the set-up every rank takes rank 0's state "
+                        f"(`{restore}({n.rank0_value}({state}))`)")
