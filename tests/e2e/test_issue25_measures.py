@@ -1,20 +1,24 @@
-"""Issue 25's classes about passes over the data that do not train, gradients taken by
-hand and losses over the whole batch, end to end: a loader helper that the training
-shards, called again to measure (a Fisher information kept for the next task's penalty,
-an evaluation); DARTS' architecture weights, stepped by an optimizer built from the
-model's own methods with gradients set by hand, the validation handed the architecture's
-sharded loader; DARTS' virtual step, the network's gradients taken with
-`torch.autograd.grad` moving a copy of it; a soft Dice over the flattened batch. Proven together (tests/batched.py: one original process, one launch of 2
-ranks, gloo, no `--check`): each conversion's checkpoint equal to the original's on one
-process (batch 64 against 32 per rank) to 1e-5, and what it prints too."""
+"""Issue 25's classes found by the rounds of 2026-11-28's third stop, end to end: passes
+over the data that do not train (a loader helper called again to measure, a validation
+handed the sharded loader), DARTS (optimizers built from the model's own methods,
+gradients set by hand, a virtual step from `torch.autograd.grad`), a soft Dice over the
+flattened batch, batches cut in a loop numbered with enumerate, peers kept in lists, a
+loader read through a `with` binding, dormant distributed helpers, and data drawn from an
+unseeded numpy. Proven together where the assertions are the weights and what is printed
+(tests/batched.py: one original process, one launch of 2 ranks, gloo, no `--check`):
+each conversion's checkpoint equal to the original's on one process (batch 64 against 32
+per rank) to 1e-5. The unseeded case has no original to equal: its own launch, under
+`--check`."""
 
 from __future__ import annotations
 
 import subprocess
+from pathlib import Path
 
 import pytest
 
-from tests.batched import FIXTURES, Batch, Case, Result, fixture_case
+from tests.batched import FIXTURES, Batch, Case, Result, fixture_case, project_case
+from tests.conftest import distrun
 from tests.e2e.test_corpus_equivalence import assert_same_checkpoint
 from tests.e2e.test_issue25_steps import assert_same_metrics
 
@@ -29,6 +33,8 @@ MEASURES = Batch("issue25_measures", [
          files={"slices.py": (FIXTURES / "data/slices_enumerated.py").read_text()},
          two_env={"BATCH_SIZE": "64"}),  # the ranks split each of the original's batches
     fixture_case("peers", "model/peers_in_lists.py", "peers"),
+    fixture_case("with", "data/loader_in_with.py", "with"),
+    project_case("dormant", "project/dormant_dist_helpers/in", "train.py"),
 ])
 
 
@@ -109,3 +115,64 @@ def test_peers_kept_in_lists_are_averaged_by_hand() -> None:
     assert "model.hand_average" in run.convert.stdout, run.convert.stdout
     assert (run.conv / "peers_ddp.py").read_text().count(
         "average_gradients(self.optimizers[i])") == 1
+
+
+def test_a_loader_read_through_a_with_binding_is_sharded() -> None:
+    """shengliu66/ELR's trainer: `with tqdm(self.data_loader) as progress:` then
+    `enumerate(progress)`, the loader made by a DataLoader subclass. The binding was not
+    followed: the loader stayed whole on every rank, convert exit 0 with no word (launch
+    --check: [unsharded-data]). It is rebuilt sharded (`shard_loader`): the weights are the
+    original's."""
+    run = _proven("with", 0)
+    assert "data.rebuild_loader" in run.convert.stdout, run.convert.stdout
+
+
+def test_dormant_distributed_helpers_do_not_make_a_project_distributed() -> None:
+    """The torchvision detection tutorial's utils.py (reduce_dict behind `if world_size <
+    2: return`, init_distributed_mode never called) made convert say "already
+    distributed, nothing to do": each rank trained a copy of its own (launch --check:
+    [no-process-group]). The project is converted, its helpers come alive under the
+    process group, and the weights are the original's."""
+    run = _proven("dormant", 0)
+    assert "already distributed" not in run.convert.stdout, run.convert.stdout
+
+
+UNSEEDED = """\
+import os
+
+import numpy as np
+import torch
+import torch.nn as nn
+from torch.utils.data import DataLoader, TensorDataset
+
+torch.manual_seed(0)
+x, y = torch.randn(64, 4), torch.randint(0, 3, (64,))
+for i in range(len(y)):  # label noise drawn sample by sample, numpy never seeded
+    if np.random.rand() < 0.4:
+        y[i] = int(np.random.randint(3))
+loader = DataLoader(TensorDataset(x, y), batch_size=32, shuffle=True)
+model = nn.Linear(4, 3)
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+for epoch in range(2):
+    for xb, yb in loader:
+        loss = nn.functional.cross_entropy(model(xb), yb)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+"""
+
+
+def test_data_drawn_from_an_unseeded_numpy_is_the_same_on_every_rank(tmp_path: Path) -> None:
+    """ELR's label noise, drawn per sample with numpy's global generator, which the script
+    never seeds: each process started it from its own entropy, so each rank trained on
+    other labels (launch --check: [split-differs], convert silent). After the set-up every
+    rank takes rank 0's generator state (data.same_generator): the check finds the ranks'
+    data sets alike."""
+    (tmp_path / "noisy.py").write_text(UNSEEDED)
+    converted = distrun("convert", "noisy.py", cwd=tmp_path)
+    assert converted.returncode == 0, converted.stdout + converted.stderr
+    assert "data.same_generator" in converted.stdout, converted.stdout
+    launched = distrun("launch", "--nproc-per-node", "2", "--check", "noisy_ddp.py",
+                       cwd=tmp_path)
+    assert launched.returncode == 0, launched.stdout + launched.stderr
+    assert "no problem found" in launched.stderr, launched.stderr
