@@ -83,9 +83,9 @@ def _dormant(facts: Facts, call: cst.Call, guards: set[str]) -> bool:
     function that returns)? (The entry's own functions count: a module of functions
     only, converted, is already distributed.)"""
     func = facts.function(call)
-    if func is not None and not facts.module_of(call).is_entry and not any(dotted(c.func) is not None and (
-            dotted(c.func) or "").rsplit(".", 1)[-1] == func.name.value
-            for c in facts.calls):
+    called = {(dotted(c.func) or "").rsplit(".", 1)[-1] for c in facts.calls}
+    if func is not None and not facts.module_of(call).is_entry and \
+            func.name.value not in called:
         return True
     bound = {dotted(t.target) or "" for a in facts.assigns if isinstance(a, cst.Assign)
              and facts.function(a) is func and _asks(facts, a.value, guards, set())

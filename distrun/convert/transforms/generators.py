@@ -17,8 +17,9 @@ the set-up, every rank takes rank 0's generator state instead:
 Every rank then draws what rank 0 draws, which is what the original would draw in that
 process. Randomness a step draws (a numpy augmentation) is then alike on every rank, as in
 a script that seeds; batches drawn at random in the loop are reseeded by rank before it
-(`data.random_draws`). Not for a library the script seeds (every rank draws the same
-already) or does not draw from.
+(`data.random_draws`). Not for a library the entry script seeds (every rank draws the
+same already; a seed in another module may come after the data is drawn) or that the
+project does not draw from.
 """
 
 from __future__ import annotations
@@ -42,13 +43,18 @@ _NOT_DRAWS = {"numpy.random.seed", "numpy.random.default_rng", "numpy.random.Ran
 def same_generators(ctx: Context, seed_all: set[str]) -> None:
     facts = ctx.facts
     names = [facts.call_name(c) or "" for c in facts.calls]
-    if any(name in seed_all for name in names):
+    # a seed in the entry (at its top, in its main) comes before the data is made; one
+    # in another module may come after (ELR seeds numpy in a data loader's method, once
+    # the noisy labels are drawn)
+    seeded = {name for call, name in zip(facts.calls, names, strict=True)
+              if facts.module_of(call).is_entry}
+    if seeded & seed_all:
         return
     entry, n = facts.entry, ctx.names
     for library, (drawn, seeds, state, restore) in _LIBRARIES.items():
         draws = [c for c, name in zip(facts.calls, names, strict=True)
                  if name.startswith(drawn) and name not in _NOT_DRAWS]
-        if not draws or any(name in seeds for name in names):
+        if not draws or seeded & seeds:
             continue
         alias = next((local for local, qualified in entry.imports.items()
                       if qualified == library), None)
@@ -67,7 +73,7 @@ def same_generators(ctx: Context, seed_all: set[str]) -> None:
                                           facts.line(c)))
         ctx.plan.change(first, "data.same_generator",
                         f"`{facts.code(first.func)}(...)` draws from {library}'s global "
-                        "generator, which the project never seeds: each process would start "
+                        "generator, which the entry script never seeds: each process would start "
                         "it from its own entropy, so what the ranks draw to make their data "
                         f"would differ; after the set-up every rank takes rank 0's state "
                         f"(`{restore}({n.rank0_value}({state}))`)")
