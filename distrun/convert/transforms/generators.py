@@ -25,6 +25,8 @@ project does not draw from.
 from __future__ import annotations
 
 from distrun.convert.context import Context
+from distrun.convert.idioms import train_loops
+from distrun.convert.transforms.random_draws import reseed_before
 from distrun.convert.transforms.rank0_values import helper_code as rank0_value_code
 
 # library -> (its draws' prefix, its seeds, the state's getter and setter)
@@ -71,9 +73,31 @@ def same_generators(ctx: Context, seed_all: set[str]) -> None:
                                "rank 0's state on every rank\n")
         first = min(draws, key=lambda c: (facts.modules.index(facts.module_of(c)),
                                           facts.line(c)))
+        reseeded = _reseed_for_training(ctx, library)
         ctx.plan.change(first, "data.same_generator",
                         f"`{facts.code(first.func)}(...)` draws from {library}'s global "
-                        "generator, which the entry script never seeds: each process would start "
-                        "it from its own entropy, so what the ranks draw to make their data "
-                        f"would differ; after the set-up every rank takes rank 0's state "
-                        f"(`{restore}({n.rank0_value}({state}))`)")
+                        "generator, which the entry script never seeds: each process would "
+                        "start it from its own entropy, so what the ranks draw to make their "
+                        "data would differ; after the set-up every rank takes rank 0's state "
+                        f"(`{restore}({n.rank0_value}({state}))`)" + (
+                            ", and it is reseeded by rank before the training (line "
+                            f"{', '.join(map(str, reseeded))}), so what the steps draw "
+                            "(augmentation, noise) stays each rank's own" if reseeded else ""))
+
+
+def _reseed_for_training(ctx: Context, library: str) -> list[int]:
+    """Reseed `library`'s generator by rank before the outermost loop around each
+    training loop (in its function): the lines."""
+    facts, done = ctx.facts, set()
+    lines: list[int] = []
+    for tl in train_loops(facts, ctx.flow):
+        outer = tl.loop
+        for up in facts.enclosing_loops(tl.loop):
+            if facts.function(up) is facts.function(tl.loop):
+                outer = up  # type: ignore[assignment]
+        if id(outer) in done:
+            continue
+        done.add(id(outer))
+        if reseed_before(ctx, outer, library):
+            lines.append(facts.line(outer))
+    return sorted(lines)
