@@ -50,6 +50,7 @@ DISTRUN_SHIM_OLD_APIS=1     the APIs old tutorials call: DataLoader iterators' `
                             `torch.load` unpickling any object (weights_only=False, < 2.6),
                             ReduceLROnPlateau's `verbose=` (accepted, ignored: gone in 2.x),
                             `pad_sequence(seqs, 0)` (an int batch_first, < 2.4),
+                            `Sampler.__init__(data_source)` (the argument, dropped after 2.2),
                             `np.Inf` / `np.NaN` / `np.float_` (NumPy 1.x), `np.int` (< 1.24),
                             `np.warnings` (the standard library's `warnings`, < 1.24),
                             `np.in1d` (`np.isin(...).ravel()`, removed in 2.4),

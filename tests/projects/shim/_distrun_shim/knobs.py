@@ -232,8 +232,9 @@ def loopback_only():
 def old_torch_iterators(torch):
     """DataLoader iterators get back `.next()` (removed in torch 1.13; tutorials of the
     time call `dataiter.next()`), `torch._utils._accumulate` (removed in torch 2.1),
-    `torch.load` of any object, ReduceLROnPlateau's `verbose` argument, and
-    `pad_sequence`'s `batch_first` of any truthiness (an int: torch < 2.4)."""
+    `torch.load` of any object, ReduceLROnPlateau's `verbose` argument,
+    `pad_sequence`'s `batch_first` of any truthiness (an int: torch < 2.4), and
+    `Sampler.__init__(data_source)` (the argument dropped after torch 2.2)."""
     from torch.utils.data import dataloader
 
     dataloader._BaseDataLoaderIter.next = dataloader._BaseDataLoaderIter.__next__
@@ -280,6 +281,16 @@ def old_torch_iterators(torch):
         return pad_sequence(sequences, bool(batch_first), *args, **kwargs)
 
     rnn.pad_sequence = pad_sequence_as_before
+    # Sampler.__init__(data_source): the argument, ignored since torch 2.2, was accepted
+    # until it was dropped (no Sampler.__init__ of its own now, so object's takes none);
+    # samplers of the time call `super().__init__(data)` (PyTorch-NLP's SortedSampler)
+    from torch.utils.data import Sampler
+
+    if "__init__" not in Sampler.__dict__:
+        def sampler_init_as_before(self, data_source=None):
+            pass
+
+        Sampler.__init__ = sampler_init_as_before
 
 
 def old_numpy_names(numpy):
