@@ -25,7 +25,7 @@ import re
 
 import libcst as cst
 
-from distrun.convert.analysis import dotted, walk
+from distrun.convert.analysis import Facts, dotted, walk
 from distrun.convert.context import Context
 from distrun.convert.dead_outputs import kept_positions, live_attributes
 from distrun.convert.models import Model
@@ -142,7 +142,7 @@ def _sometimes_idle(ctx: Context, forward: cst.FunctionDef) -> dict[str, str]:
                     (facts.call_name(i.item) if isinstance(i.item, cst.Call) else None)
                     in _NO_GRAD for i in up.items):
                 return "is called in `forward` only under `torch.no_grad()`"
-            if isinstance(up, cst.If) and _reads(up.test, params):
+            if isinstance(up, cst.If) and (_reads(up.test, params) or _settings(up.test)):
                 test = " ".join(facts.code(up.test).split())
                 return f"is called in `forward` only when `{test}` holds"
         return None
@@ -157,7 +157,46 @@ def _sometimes_idle(ctx: Context, forward: cst.FunctionDef) -> dict[str, str]:
             always.add(name)
         else:
             found.setdefault(name, reason)
-    return {k: v for k, v in found.items() if k not in always}
+    found = {k: v for k, v in found.items() if k not in always}
+    return {**found, **_detached(facts, forward)}
+
+
+def _settings(test: cst.BaseExpression) -> bool:
+    """Does an `if` test read the module's settings (`self.config.projection`,
+    `self.use_bn`)? A layer under it may be left out for a whole run."""
+    return any(isinstance(node, cst.Attribute) and isinstance(node.value, cst.Name)
+               and node.value.value == "self" for node in walk(test))
+
+
+def _detached(facts: Facts, forward: cst.FunctionDef) -> dict[str, str]:
+    """The layers whose output `forward` detaches (`x = self.embed(p)`, then `x =
+    x.detach()`, `x.data`, `Variable(x.data)`, maybe under a setting: bucket_snli's
+    `if self.config.fix_emb:`): their parameters get no gradient then."""
+    made: dict[str, str] = {}
+    for assign in facts.assigns:
+        if not isinstance(assign, cst.Assign) or facts.function(assign) is not forward \
+                or len(assign.targets) != 1 or not isinstance(assign.targets[0].target, cst.Name):
+            continue
+        name, value = assign.targets[0].target.value, assign.value
+        layer = dotted(value.func) if isinstance(value, cst.Call) else None
+        if layer is not None and layer.startswith("self.") and layer.count(".") == 1:
+            made[name] = layer.removeprefix("self.")
+    found: dict[str, str] = {}
+    for assign in facts.assigns:
+        if not isinstance(assign, cst.Assign) or facts.function(assign) is not forward:
+            continue
+        for node in walk(assign.value):
+            cut = isinstance(node, cst.Attribute) and node.attr.value == "data" or isinstance(
+                node, cst.Call) and isinstance(node.func, cst.Attribute) and \
+                node.func.attr.value == "detach"
+            inner = node.value if isinstance(node, cst.Attribute) else \
+                node.func.value if isinstance(node, cst.Call) and isinstance(
+                    node.func, cst.Attribute) else None
+            if cut and isinstance(inner, cst.Name) and inner.value in made:
+                code = " ".join(facts.code(assign).split())
+                found.setdefault(made[inner.value], f"has its output detached in `forward` "
+                                                    f"(`{code}`)")
+    return found
 
 
 def _reads(test: cst.BaseExpression, names: set[str]) -> bool:

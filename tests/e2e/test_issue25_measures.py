@@ -35,6 +35,7 @@ MEASURES = Batch("issue25_measures", [
     fixture_case("peers", "model/peers_in_lists.py", "peers"),
     fixture_case("with", "data/loader_in_with.py", "with"),
     project_case("dormant", "project/dormant_dist_helpers/in", "train.py"),
+    fixture_case("detached", "model/detached_output.py", "detached"),
 ])
 
 
@@ -135,6 +136,15 @@ def test_dormant_distributed_helpers_do_not_make_a_project_distributed() -> None
     process group, and the weights are the original's."""
     run = _proven("dormant", 0)
     assert "already distributed" not in run.convert.stdout, run.convert.stdout
+
+
+def test_a_layer_whose_output_forward_detaches_does_not_stop_ddp() -> None:
+    """PetrochukM/PyTorch-NLP's SNLI example: `if self.config.fix_emb: emb = emb.detach()`
+    leaves the embedding without gradients, and DDP stopped both ranks at the second step
+    ("Expected to have finished reduction in the prior iteration"). The DDP object is made
+    with find_unused_parameters=True (model.find_unused): the run is the original's."""
+    run = _proven("detached", 0)
+    assert "has its output detached in `forward`" in run.convert.stdout, run.convert.stdout
 
 
 UNSEEDED = """\
