@@ -274,6 +274,8 @@ _RULES: tuple[tuple[str, str], ...] = (
      "every rank."),
     ("rank0_values.imported", "A clock read when a module is imported is rank 0's on every rank."),
     ("hazards.batchnorm", "BatchNorm statistics are per rank."),
+    ("hazards.per_sample_state", "State kept per sample of the data set, written at the "
+     "batch's indices in training: each rank holds its own samples' only (warned)."),
     ("hazards.batch_statistics", "A batch normalisation written by hand: its statistics are "
      "per rank."),
     ("hazards.batch_mix", "Samples mixed with others of their batch (mixup, CutMix) are "

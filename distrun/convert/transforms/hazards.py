@@ -18,6 +18,7 @@ from distrun.convert.analysis import Facts, dotted, keyword, walk
 from distrun.convert.batch_forms import LOSS_NAME, STATISTICS
 from distrun.convert.context import Context, Transform
 from distrun.convert.idioms import ITERABLE_DATASET, trains
+from distrun.convert.transforms.per_sample_state import per_sample_state
 
 
 def plan_hazards(ctx: Context) -> None:
@@ -64,6 +65,7 @@ def plan_hazards(ctx: Context) -> None:
     _unfrozen_in_training(ctx)
     _mixed_in_batch(ctx)
     _batch_statistics(ctx)
+    per_sample_state(ctx)
 
 
 def _batch_statistics(ctx: Context) -> None:
