@@ -48,7 +48,7 @@ DISTRUN_SHIM_LOOPBACK_ONLY=1
 DISTRUN_SHIM_OLD_APIS=1     the APIs old tutorials call: DataLoader iterators' `.next()`
                             (torch < 1.13), `torch._utils._accumulate` (torch < 2.1),
                             `torch.load` unpickling any object (weights_only=False, < 2.6),
-                            ReduceLROnPlateau's `verbose=` (accepted, ignored: gone in 2.x),
+                            the LR schedulers' `verbose=` (accepted, ignored: gone in 2.x),
                             `pad_sequence(seqs, 0)` (an int batch_first, < 2.4),
                             `Sampler.__init__(data_source)` (the argument, dropped after 2.2),
                             `np.Inf` / `np.NaN` / `np.float_` (NumPy 1.x), `np.int` (< 1.24),

@@ -232,7 +232,7 @@ def loopback_only():
 def old_torch_iterators(torch):
     """DataLoader iterators get back `.next()` (removed in torch 1.13; tutorials of the
     time call `dataiter.next()`), `torch._utils._accumulate` (removed in torch 2.1),
-    `torch.load` of any object, ReduceLROnPlateau's `verbose` argument,
+    `torch.load` of any object, the LR schedulers' `verbose` argument,
     `pad_sequence`'s `batch_first` of any truthiness (an int: torch < 2.4), and
     `Sampler.__init__(data_source)` (the argument dropped after torch 2.2)."""
     from torch.utils.data import dataloader
@@ -258,17 +258,26 @@ def old_torch_iterators(torch):
         return load(*args, **kwargs)
 
     torch.load = load_as_before_2_6
-    # ReduceLROnPlateau(..., verbose=True): deprecated in torch 2.2, gone since; its only
-    # effect was a printed line when the rate dropped
-    plateau = torch.optim.lr_scheduler.ReduceLROnPlateau
-    plateau_init = plateau.__init__
+    # ReduceLROnPlateau(..., verbose=True), LambdaLR(..., verbose=True) and every other
+    # scheduler's `verbose`: deprecated in torch 2.2, gone since; its only effect was a
+    # printed line when the rate changed
+    import inspect
 
-    @functools.wraps(plateau_init)
-    def plateau_init_as_before(self, *args, **kwargs):
-        kwargs.pop("verbose", None)
-        plateau_init(self, *args, **kwargs)
+    def without_verbose(init):
+        @functools.wraps(init)
+        def init_as_before(self, *args, **kwargs):
+            kwargs.pop("verbose", None)
+            init(self, *args, **kwargs)
 
-    plateau.__init__ = plateau_init_as_before
+        return init_as_before
+
+    for scheduler in vars(torch.optim.lr_scheduler).values():
+        if (isinstance(scheduler, type) and "__init__" in scheduler.__dict__
+                and hasattr(torch.optim.lr_scheduler, "LRScheduler")
+                and (issubclass(scheduler, torch.optim.lr_scheduler.LRScheduler)
+                     or scheduler is torch.optim.lr_scheduler.ReduceLROnPlateau)
+                and "verbose" not in inspect.signature(scheduler.__init__).parameters):
+            scheduler.__init__ = without_verbose(scheduler.__init__)
     # pad_sequence(seqs, 0): a Python function until torch 2.4 took any truthy value as
     # `batch_first`; its C++ replacement takes a bool only (voice100's collate passes its
     # BLANK_IDX = 0 there)
