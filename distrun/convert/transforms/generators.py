@@ -45,11 +45,13 @@ _NOT_DRAWS = {"numpy.random.seed", "numpy.random.default_rng", "numpy.random.Ran
 def same_generators(ctx: Context, seed_all: set[str]) -> None:
     facts = ctx.facts
     names = [facts.call_name(c) or "" for c in facts.calls]
-    # a seed in the entry (at its top, in its main) comes before the data is made; one
-    # in another module may come after (ELR seeds numpy in a data loader's method, once
-    # the noisy labels are drawn)
+    # a seed in the entry (at its top, in its main, or in a helper it calls: `setup_seed`)
+    # comes before the data is made; one elsewhere may come after (ELR seeds numpy in a
+    # data loader's method, once the noisy labels are drawn)
+    helpers = {id(found[0]) for call in facts.calls if facts.module_of(call).is_entry
+               and (found := ctx.flow.callee(call)) is not None}  # `setup_seed(0)` of utils
     seeded = {name for call, name in zip(facts.calls, names, strict=True)
-              if facts.module_of(call).is_entry}
+              if facts.module_of(call).is_entry or id(facts.function(call)) in helpers}
     if seeded & seed_all:
         return
     entry, n = facts.entry, ctx.names
