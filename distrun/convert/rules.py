@@ -276,6 +276,8 @@ _RULES: tuple[tuple[str, str], ...] = (
     ("hazards.batchnorm", "BatchNorm statistics are per rank."),
     ("hazards.per_sample_state", "State kept per sample of the data set, written at the "
      "batch's indices in training: each rank holds its own samples' only (warned)."),
+    ("hazards.lr_from_batch", "A learning rate computed from the batch size: now one "
+     "rank's batch, not the global one (info; --scale-lr)."),
     ("hazards.batch_statistics", "A batch normalisation written by hand: its statistics are "
      "per rank."),
     ("hazards.batch_mix", "Samples mixed with others of their batch (mixup, CutMix) are "

@@ -14,10 +14,10 @@ from __future__ import annotations
 import libcst as cst
 
 from distrun.convert import batch_forms
-from distrun.convert.analysis import Facts, dotted, keyword, walk
+from distrun.convert.analysis import Facts, dotted, keyword, positional, walk
 from distrun.convert.batch_forms import LOSS_NAME, STATISTICS
 from distrun.convert.context import Context, Transform
-from distrun.convert.idioms import ITERABLE_DATASET, trains
+from distrun.convert.idioms import ITERABLE_DATASET, is_optimizer, trains
 from distrun.convert.transforms.per_sample_state import per_sample_state
 
 
@@ -66,6 +66,47 @@ def plan_hazards(ctx: Context) -> None:
     _mixed_in_batch(ctx)
     _batch_statistics(ctx)
     per_sample_state(ctx)
+    if not ctx.options.scale_lr:
+        _rate_from_batch_size(ctx)
+
+
+def _rate_from_batch_size(ctx: Context) -> None:
+    """An optimizer's rate computed from the batch size that sizes the sharded training
+    loader (the linear scaling rule by hand: `lr = base_lr * args.batch_size / 256`):
+    that batch size is now each rank's, so the rate follows the rank's batch, not the
+    global one (said, with the option that scales it)."""
+    facts = ctx.facts
+    sizes = {dotted(arg.value) for call in ctx.train_loaders
+             for arg in [keyword(call, "batch_size") or (
+                 positional(call)[1] if len(positional(call)) > 1 else None)]
+             if arg is not None and dotted(arg.value) is not None}
+    if not sizes:
+        return
+    for _ in range(3):  # `load_batch_size = min(args.max_device_batch_size, batch_size)`
+        sizes |= {dotted(n) for a in facts.assigns if isinstance(a, cst.Assign) and any(
+            dotted(t.target) in sizes for t in a.targets) for n in walk(a.value)
+            if isinstance(n, (cst.Name, cst.Attribute)) and dotted(n) is not None}
+    sizes = {size for size in sizes if size is not None and "batch" in size.lower()}
+    for call in facts.calls:
+        if not is_optimizer(facts, call):
+            continue
+        lr = keyword(call, "lr")
+        if lr is None:
+            continue
+        made = [lr.value] + [a.value for a in facts.assigns if isinstance(a, cst.Assign)
+                             and dotted(lr.value) is not None and facts.scope(a) is facts.scope(
+                                 call) and any(dotted(t.target) == dotted(lr.value)
+                                               for t in a.targets)]
+        read = {dotted(n) for value in made for n in walk(value)
+                if isinstance(n, (cst.Name, cst.Attribute))}
+        if read & sizes:
+            ctx.plan.finding(call, "hazards.lr_from_batch", "the learning rate is computed "
+                             f"from the batch size (`{' '.join(facts.code(made[-1]).split())}`), "
+                             "which is now each rank's: the rate follows one rank's batch, "
+                             "not the global batch of batch_size x WORLD_SIZE",
+                             "convert with --scale-lr to multiply it by WORLD_SIZE, or compute "
+                             "it from the global batch", severity="info")
+            return
 
 
 def _batch_statistics(ctx: Context) -> None:
