@@ -42,6 +42,11 @@ _NOT_DRAWS = {"numpy.random.seed", "numpy.random.default_rng", "numpy.random.Ran
               "random.Random", "random.getstate", "random.setstate", "random.SystemRandom"}
 
 
+# draws of an order (a shuffle of the batches, a permutation): the ranks must agree on
+# them to share the data out, also during the training
+_ORDERS = {"shuffle", "permutation", "sample", "choice", "choices"}
+
+
 def same_generators(ctx: Context, seed_all: set[str]) -> None:
     facts = ctx.facts
     names = [facts.call_name(c) or "" for c in facts.calls]
@@ -75,7 +80,8 @@ def same_generators(ctx: Context, seed_all: set[str]) -> None:
                                "rank 0's state on every rank\n")
         first = min(draws, key=lambda c: (facts.modules.index(facts.module_of(c)),
                                           facts.line(c)))
-        reseeded = _reseed_for_training(ctx, library)
+        orders = [c for c in draws if (facts.call_name(c) or "").rsplit(".", 1)[-1] in _ORDERS]
+        reseeded = [] if orders else _reseed_for_training(ctx, library)
         ctx.plan.change(first, "data.same_generator",
                         f"`{facts.code(first.func)}(...)` draws from {library}'s global "
                         "generator, which the entry script never seeds: each process would "
