@@ -52,15 +52,11 @@ def whole_where_measured(ctx: Context) -> None:
             if not stays_in_its_function(facts, site, names, []):
                 continue
             done.add(id(site))
-            n = ctx.names
-            ctx.need("torch", "sampler", at=site)
-            ctx.define_helper("whole_loader", site, whole_loader_code(n))
-            ctx.plan.rewrite(site, lambda node, name=n.whole_loader: expression(
-                f"{name}({code_of(node)})"))  # type: ignore[misc]
+            name = _read_whole(ctx, site, site)
             ctx.plan.change(site, "data.whole_for_measures", f"`{facts.code(site.func)}()` "
                             f"makes the training loader (line {facts.line(made)}, sharded), "
                             f"but `{func.name.value}()` does not train: it reads the loader "
-                            f"whole again (`{n.whole_loader}(...)`), so every rank measures "
+                            f"whole again (`{name}(...)`), so every rank measures "
                             "the whole set, as the single process does")
 
 
@@ -74,16 +70,21 @@ def whole_given(ctx: Context, call: cst.Call, arg: cst.BaseExpression, func: str
     if not made or any(facts.call_name(c) != "torch.utils.data.DataLoader" or keyword(
             c, "batch_sampler") is not None or not _shared_whole(ctx, c) for c in made):
         return False  # (a sampler of its own drawn per rank: left to the finding)
-    n = ctx.names
-    ctx.need("torch", "sampler", at=call)
-    ctx.define_helper("whole_loader", call, whole_loader_code(n))
-    ctx.plan.rewrite(arg, lambda node, name=n.whole_loader: expression(
-        f"{name}({code_of(node)})"))  # type: ignore[misc]
+    name = _read_whole(ctx, call, arg)
     ctx.plan.change(call, "data.whole_for_measures", f"`{func}()` reads the training loader "
                     f"`{code}` (sharded) and does not train: it is given the loader read "
-                    f"whole (`{n.whole_loader}({code})`), so every rank measures the whole "
+                    f"whole (`{name}({code})`), so every rank measures the whole "
                     "set, as the single process does, and decides alike on what it returns")
     return True
+
+
+def _read_whole(ctx: Context, at: cst.CSTNode, loader: cst.BaseExpression) -> str:
+    """`whole_loader(loader)` in place of `loader`, the helper defined where `at` is."""
+    name = ctx.names.whole_loader
+    ctx.need("torch", "sampler", at=at)
+    ctx.define_helper("whole_loader", at, whole_loader_code(ctx.names))
+    ctx.plan.rewrite(loader, lambda node: expression(f"{name}({code_of(node)})"))
+    return name
 
 
 def _shared_whole(ctx: Context, loader: cst.Call) -> bool:
