@@ -1,12 +1,11 @@
 """The models of a project and where they are trained, found across its modules.
 
-A model is what an optimizer is built from (`SGD(model.parameters())`, a parameter
-list filtered from it, `configure_optimizers()` on it). Through `flow.Flow` every name,
-attribute and parameter that may hold it is known; every call of one of those is a
-forward pass. A forward pass is a *training* pass unless it runs without gradients
-(`torch.no_grad()`, `torch.inference_mode()`, a decorated function), or in a loop over
-batches whose body does not train, or in a function that neither trains nor is called
-by one that does.
+A model is what an optimizer is built from (`SGD(model.parameters())`, a list filtered
+from it, a method returning them). Through `flow.Flow` every name, attribute and parameter
+that may hold it is known; every call of one of those is a forward pass, a *training*
+pass unless it runs without gradients (`torch.no_grad()`, `torch.inference_mode()`, a
+decorated function), or in a loop over batches whose body does not train, or in a
+function that neither trains nor is called by one that does.
 
 Each training pass has a *home*: where the DistributedDataParallel object it must call
 can live so that the pass reaches it:
@@ -22,7 +21,7 @@ from typing import Literal
 
 import libcst as cst
 
-from distrun.convert.analysis import Facts, dotted
+from distrun.convert.analysis import Facts, dotted, walk
 from distrun.convert.idioms import (
     MOVES,
     in_eval_mode,
@@ -33,7 +32,6 @@ from distrun.convert.idioms import (
     unwrap_iter,
 )
 from distrun.convert.object_flow import Flow, Place
-from distrun.convert.syntax import walk
 from distrun.convert.updaters import PARAMETERS, never_called, updated_by_hand
 
 _NO_GRAD = frozenset({"torch.no_grad", "torch.inference_mode", "torch.autograd.no_grad",
@@ -131,8 +129,7 @@ def _parameter_receivers(facts: Facts, call: cst.Call, flow: Flow | None = None
 
 
 def parameters_in(facts: Facts, node: cst.CSTNode, flow: Flow) -> list[cst.BaseExpression]:
-    """What `.parameters()` is called on in `node` (an expression of parameters: the
-    `inputs` of `torch.autograd.grad`), followed as for an optimizer's arguments."""
+    """What `.parameters()` is called on in `node`, as for an optimizer's arguments."""
     return _receivers_from(facts, node, facts.scope(node), 0, flow)
 
 
@@ -183,8 +180,7 @@ def _receivers_found(facts: Facts, node: cst.CSTNode, scope: cst.CSTNode, depth:
             names = names | _names_in(source)
     if found or depth >= 2:
         return found
-    for part in visited:  # `params = trainable(model)`: what the helper returns; a
-        # method of the model's class (`SGD(model.weights())`, `return self.net.parameters()`)
+    for part in visited:  # `params = trainable(model)`, `SGD(model.weights())`: returned
         for inner in facts.calls_in(part):
             callee = facts.callee(inner) or (flow.callee(inner) if flow is not None else None)
             if callee is None or callee[0] is scope:

@@ -33,14 +33,12 @@ from distrun.convert.keywords import (
 
 RETURN = "<return>"
 _CONSTANTS = frozenset({"None", "True", "False", "NotImplemented", "Ellipsis"})
-# Methods of nn.Module that return the module itself.
 _SAME_OBJECT = frozenset({"to", "cuda", "cpu", "float", "double", "half", "bfloat16", "train",
-                          "eval", "requires_grad_", "share_memory", "type", "xpu", "mps"})
+                          "eval", "requires_grad_", "share_memory", "type", "xpu", "mps"})  # ->self
 _WRAPPERS = DATA_PARALLEL | {"torch.nn.parallel.DistributedDataParallel",
                              "torch.nn.parallel.distributed.DistributedDataParallel"}
 _ROUNDS = 4
-# Calls that return their positional arguments (the same objects), in order.
-_RETURNS_ARGS = frozenset({"apex.amp.initialize"})
+_RETURNS_ARGS = frozenset({"apex.amp.initialize"})  # calls returning their arguments, in order
 
 
 @dataclass(frozen=True)
@@ -335,12 +333,10 @@ class Flow:
                     found.setdefault(self.root(place), set()).add(cls)
         for cls in self.facts.classes():  # `self` in a class's methods: its instances
             found.setdefault(self.root(Place(self.family(cls), "self")), set()).add(cls)
-        for call in self.facts.calls:  # `self.v_net = copy.deepcopy(net)`: another object
-            args = positional(call)    # of the same classes
-            if self.facts.call_name(call) != "copy.deepcopy" or not args:
-                continue
-            source = self.place_of(args[0].value)
-            classes = found.get(self.root(source), set()) if source is not None else set()
+        for call in self.facts.calls:  # `v_net = copy.deepcopy(net)`: of net's classes
+            src = self.place_of(call.args[0].value) if call.args and self.facts.call_name(
+                call) == "copy.deepcopy" else None
+            classes = found.get(self.root(src), set()) if src is not None else set()
             for place in self._instance_places(call) if classes else []:
                 found.setdefault(self.root(place), set()).update(classes)
         return found
