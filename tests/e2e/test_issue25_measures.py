@@ -186,3 +186,21 @@ def test_data_drawn_from_an_unseeded_numpy_is_the_same_on_every_rank(tmp_path: P
                        cwd=tmp_path)
     assert launched.returncode == 0, launched.stdout + launched.stderr
     assert "no problem found" in launched.stderr, launched.stderr
+
+
+def test_ranks_stop_early_together_on_a_whole_evaluation_with_batchnorm(tmp_path: Path) -> None:
+    """BlamerX's Kaggle fold loop: early stopping on a validation RMSE computed by the
+    model itself (its evaluation left whole) with BatchNorm. Each rank evaluated with its
+    own running statistics, the ranks stopped at different epochs, and one waited for the
+    other at the next fold's first step: the job hung (launch's --timeout stopped it).
+    Rank 0's buffers now go to every rank before the evaluation (evaluation.buffers): the
+    ranks agree, and the job ends."""
+    script = tmp_path / "stop.py"
+    script.write_text((FIXTURES / "evaluation/early_stop_batchnorm.py").read_text())
+    converted = distrun("convert", "stop.py", cwd=tmp_path)
+    assert converted.returncode == 0, converted.stdout + converted.stderr
+    assert "evaluation.buffers" in converted.stdout, converted.stdout
+    launched = distrun("launch", "--nproc-per-node", "2", "--timeout", "60", "stop_ddp.py",
+                       cwd=tmp_path, env={"BATCH_SIZE": "32"})
+    assert launched.returncode == 0, launched.stdout + launched.stderr
+    assert launched.stdout.count("stopped at epoch") == 2, launched.stdout

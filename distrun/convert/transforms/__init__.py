@@ -41,6 +41,7 @@ PIPELINE: tuple[Transform | Stage, ...] = (
     model.TRANSFORM,
     "prepared",
     evaluation.TRANSFORM,
+    evaluation.WHOLE,
     loss.TRANSFORM,
     agreed.TRANSFORM,
     retained_graph.TRANSFORM,

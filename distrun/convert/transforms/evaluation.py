@@ -64,6 +64,49 @@ def shard_eval_loaders(ctx: Context) -> None:
 TRANSFORM = Transform("eval", shard_eval_loaders, lambda ctx: ctx.options.eval_shard)
 
 
+def same_buffers_for_whole(ctx: Context) -> None:
+    """An evaluation left whole (the default) calls the model itself: DDP broadcasts rank
+    0's buffers only at its own next forward, so each rank would evaluate with its own
+    BatchNorm statistics, print its own metric and decide on it (early stopping, the best
+    epoch: BlamerX's Kaggle fold loop stopped its ranks at different epochs, and one
+    waited for the other at the next fold's first step). Rank 0's buffers go to every
+    rank before each such loop; not under a test of the rank (not every rank would
+    reach the broadcast)."""
+    facts = ctx.facts
+    if not any((facts.call_name(c) or "").endswith(_BUFFERED) or (facts.call_name(
+            c) or "").startswith(_LIBRARY_MODELS) for c in facts.calls):
+        return  # no buffers a forward updates (none built, no library model)
+    train = {id(t.loop) for t in train_loops(facts, ctx.flow)}
+    evaluations = {id(c) for m in ctx.models for c in m.other_calls}
+    for loop in facts.for_loops:
+        if id(loop) in train or dotted(unwrap_iter(facts, loop.iter)) is None or not any(
+                id(c) in evaluations for c in facts.calls_in(loop.body)) or _rank_tested(
+                facts, loop):
+            continue
+        _same_buffers_before(ctx, loop, "the evaluation (left whole): every rank evaluates "
+                             "the model rank 0 saves, and their metrics agree")
+
+
+_BUFFERED = ("BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "SyncBatchNorm", "register_buffer")
+_LIBRARY_MODELS = ("torchvision.models.", "timm.", "transformers.")
+
+
+def _rank_tested(facts: Facts, node: cst.CSTNode) -> bool:
+    """Is `node` (or the function holding it, where it is called) under an `if` that
+    reads the rank?"""
+    def tested(at: cst.CSTNode) -> bool:
+        return any(isinstance(up, cst.If) and "rank" in facts.code(up.test).lower()
+                   or isinstance(up, cst.If) and "main_process" in facts.code(up.test)
+                   for up in facts.ancestors(at))
+    func = facts.function(node)
+    return tested(node) or func is not None and any(
+        tested(site) for site, _ in facts.call_sites(func))
+
+
+WHOLE = Transform("eval-buffers", same_buffers_for_whole,
+                  lambda ctx: not ctx.options.eval_shard and ctx.target.name == "ddp")
+
+
 def _shard(ctx: Context, call: cst.Call, loops: list[cst.For]) -> bool:
     """Shard the eval loader `call` if every loop over it sums its metrics; else False."""
     facts, plan = ctx.facts, ctx.plan
@@ -168,7 +211,9 @@ def _all_reduce_after(ctx: Context, loop: cst.For, sums: list[str]) -> None:
     ctx.plan.insert_after(in_with(ctx.facts, loop) or loop, statements(code))
 
 
-def _same_buffers_before(ctx: Context, loop: cst.For) -> None:
+def _same_buffers_before(ctx: Context, loop: cst.For, before: str = "the sharded "
+                         "evaluation: every shard is evaluated with the model rank 0 "
+                         "saves") -> None:
     """The sharded forward bypasses the wrapper, which would broadcast rank 0's buffers:
     each rank would evaluate with its own BatchNorm statistics. Rank 0's go to all first,
     so the shards evaluate one model, the one rank 0 saves."""
@@ -187,8 +232,7 @@ def _same_buffers_before(ctx: Context, loop: cst.For) -> None:
         f"        {n.dist}.broadcast({buffer}, 0)\n"), lead=True)
     ctx.plan.change(loop, "evaluation.buffers",
                     f"`{code}`'s buffers (BatchNorm statistics) broadcast from "
-                    "rank 0 before the sharded evaluation: every shard is evaluated with the "
-                    "model rank 0 saves")
+                    f"rank 0 before {before}")
 
 
 def in_with(facts: Facts, loop: cst.For) -> cst.With | None:
