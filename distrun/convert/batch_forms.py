@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from distrun.convert.analysis import Facts, keyword, positional, string_value
+from distrun.convert.analysis import Facts, dotted, keyword, positional, string_value
 from distrun.convert.build import code_of
 from distrun.convert.syntax import walk
 
@@ -186,9 +186,13 @@ def _whole_sum(facts: Facts, expr: cst.BaseExpression, func: cst.FunctionDef, de
     for node in walk(expr):
         if isinstance(node, cst.Call) and not any(a.keyword is not None for a in node.args):
             name = facts.call_name(node) or ""
-            if (isinstance(node.func, cst.Attribute) and node.func.attr.value == "sum"
-                    and not node.args and not name.startswith("torch.")) or (
-                    name == "torch.sum" and len(node.args) == 1):
+            summed = node.func.value if isinstance(node.func, cst.Attribute) and \
+                node.func.attr.value == "sum" and not node.args and not name.startswith(
+                    "torch.") else node.args[0].value if name == "torch.sum" and len(
+                        node.args) == 1 else None
+            if summed is not None and not any(  # (a sum of the module's own weights: no)
+                    isinstance(n, cst.Attribute) and dotted(n.value) == "self"
+                    for n in walk(summed)):
                 return True
         if isinstance(node, cst.Name) and depth < 3:
             for assign in facts.assigns:

@@ -69,38 +69,38 @@ def same_buffers_for_whole(ctx: Context) -> None:
     0's buffers only at its own next forward, so each rank would evaluate with its own
     BatchNorm statistics, print its own metric and decide on it (early stopping, the best
     epoch: BlamerX's Kaggle fold loop stopped its ranks at different epochs, and one
-    waited for the other at the next fold's first step). Rank 0's buffers go to every
-    rank before each such loop; not under a test of the rank (not every rank would
-    reach the broadcast)."""
-    facts = ctx.facts
+    waited for the other at the next fold's first step). After each training loop (a
+    point every rank reaches, unlike an evaluation some scripts run on one rank) rank 0's
+    buffers go to every rank, so what follows (an evaluation, a save) reads the same."""
+    facts, n = ctx.facts, ctx.names
     if not any((facts.call_name(c) or "").endswith(_BUFFERED) or (facts.call_name(
             c) or "").startswith(_LIBRARY_MODELS) for c in facts.calls):
         return  # no buffers a forward updates (none built, no library model)
-    train = {id(t.loop) for t in train_loops(facts, ctx.flow)}
-    evaluations = {id(c) for m in ctx.models for c in m.other_calls}
-    for loop in facts.for_loops:
-        if id(loop) in train or dotted(unwrap_iter(facts, loop.iter)) is None or not any(
-                id(c) in evaluations for c in facts.calls_in(loop.body)) or _rank_tested(
-                facts, loop):
+    done: set[int] = set()
+    for tl in train_loops(facts, ctx.flow):
+        if id(tl.loop) in done:
             continue
-        _same_buffers_before(ctx, loop, "the evaluation (left whole): every rank evaluates "
-                             "the model rank 0 saves, and their metrics agree")
+        done.add(id(tl.loop))
+        models = list(dict.fromkeys(facts.code(c.func) for m in ctx.models for c in m.forwards
+                                    if facts.inside(c, tl.loop.body)))
+        if not models:
+            continue
+        buffer = n.fresh("buffer")
+        ctx.need("dist", at=tl.loop)
+        code = "".join(f"    for {buffer} in {m}.buffers():\n"
+                       f"        {n.dist}.broadcast({buffer}, 0)\n" for m in models)
+        ctx.plan.insert_after(tl.loop, statements(
+            f"if {n.dist}.is_initialized():  # rank 0's BatchNorm statistics on every rank\n"
+            + code))
+        ctx.plan.change(tl.loop, "evaluation.buffers",
+                        f"{', '.join(f'`{m}`' for m in models)}: buffers (BatchNorm "
+                        "statistics) broadcast from rank 0 after the training loop: an "
+                        "evaluation after it (left whole) evaluates on every rank the model "
+                        "rank 0 saves, and what is decided on its metric agrees")
 
 
 _BUFFERED = ("BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "SyncBatchNorm", "register_buffer")
 _LIBRARY_MODELS = ("torchvision.models.", "timm.", "transformers.")
-
-
-def _rank_tested(facts: Facts, node: cst.CSTNode) -> bool:
-    """Is `node` (or the function holding it, where it is called) under an `if` that
-    reads the rank?"""
-    def tested(at: cst.CSTNode) -> bool:
-        return any(isinstance(up, cst.If) and "rank" in facts.code(up.test).lower()
-                   or isinstance(up, cst.If) and "main_process" in facts.code(up.test)
-                   for up in facts.ancestors(at))
-    func = facts.function(node)
-    return tested(node) or func is not None and any(
-        tested(site) for site, _ in facts.call_sites(func))
 
 
 WHOLE = Transform("eval-buffers", same_buffers_for_whole,

@@ -14,7 +14,7 @@ value): a warning at the first write, with the fix.
 Taken: `X[key] = ...` or `X[key] += ...` in a training loop or in what it calls (or in the
 `forward` of a class of the project: a loss object built by name from a config), where
 `X` outlives the step (an attribute, a parameter, a global: not a local of the function)
-and `key` reads a name that says it is an index (`index`, `indices`, `idx`, `inds`), or
+and `key` reads a name that says it is a sample's index (`index`, `indices`, `inds`), or
 the variable of a loop over one (`for i, sample in enumerate(index.tolist())`).
 """
 
@@ -30,8 +30,8 @@ from distrun.convert.idioms import trains
 from distrun.convert.object_flow import Flow
 from distrun.convert.syntax import walk
 
-_INDEX = re.compile(r"(^|_)(idx|idxs|index|indexs|indexes|indices|ind|inds)(_|$)|index",
-                    re.IGNORECASE)
+# a sample's index in the data set (`idx` alone is as often a position in the batch)
+_INDEX = re.compile(r"(^|_)(indexs|indexes|indices|ind|inds)(_|$)|index", re.IGNORECASE)
 
 
 def per_sample_state(ctx: Context) -> None:
