@@ -81,8 +81,10 @@ def same_buffers_for_whole(ctx: Context) -> None:
         if id(tl.loop) in done:
             continue
         done.add(id(tl.loop))
-        models = list(dict.fromkeys(facts.code(c.func) for m in ctx.models for c in m.forwards
-                                    if facts.inside(c, tl.loop.body)))
+        models = list(dict.fromkeys(  # the loop's own steps (a name of its scope)
+            facts.code(c.func) for m in ctx.models for c in m.forwards
+            if next(iter(facts.enclosing_loops(c)), None) is tl.loop
+            and facts.function(c) is facts.function(tl.loop)))
         if not models:
             continue
         buffer = n.fresh("buffer")
