@@ -128,7 +128,9 @@ def test_the_model_keeps_its_name_and_the_training_pass_gets_the_ddp_object(proj
     train = (proj.parent / "proj_ddp" / "train.py").read_text()
     assert "ddp_net = DDP(" in train
     assert "train(ddp_net, loader, optimizer, epoch)" in train  # train() trains what it gets
-    assert 'ev.accuracy(net, loader)' in train  # evaluation reads net.n_classes: plain model
+    # evaluation reads net.n_classes: the plain model; and the training loader read whole
+    # (a measure of the whole set on every rank: data.whole_for_measures)
+    assert 'ev.accuracy(net, whole_loader(loader))' in train
     assert '{"net": net.state_dict()}' in train  # no module. prefix, by construction
 
 
