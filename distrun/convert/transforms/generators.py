@@ -65,15 +65,9 @@ def same_generators(ctx: Context, seed_all: set[str]) -> None:
                  if name.startswith(drawn) and name not in _NOT_DRAWS]
         if not draws or seeded & seeds:
             continue
-        alias = next((local for local, qualified in entry.imports.items()
-                      if qualified == library), None)
-        if alias is None and library in entry.bound_names:
+        if library in entry.bound_names and entry.imports.get(library) != library:
             continue  # (its name is the script's: no `import` that would take it over)
-        if alias is None:
-            ctx.need(library, at=entry.module)
-        prefix = f"{alias or library}."
-        restore, state = restore.replace(f"{library}.", prefix, 1), state.replace(
-            f"{library}.", prefix, 1)
+        ctx.need(library, at=entry.module)  # (the set-up runs before a later cell's import)
         ctx.need("dist", at=entry.module)
         ctx.define_helper("rank0_value", entry.module, rank0_value_code(n))
         ctx.setup_lines.append(f"{restore}({n.rank0_value}({state}))  # {library}'s generator: "
