@@ -85,7 +85,13 @@ def test_a_slow_rank_that_computes_is_not_a_hang(tmp_path: Path) -> None:
     result = distrun("launch", "--nproc-per-node", "2", "--hang-report-after", "4", "train.py",
                      cwd=tmp_path, env={"EVAL_SECONDS": "9"}, timeout=240)
     assert result.returncode == 0, result.stderr[-3000:]
-    assert "no output from any rank" not in result.stderr
+    # Not a hang: nothing is stopped. On an idle machine nothing is said either; on a
+    # loaded one a rank may not answer the stack probe in time, and the quiet spell is
+    # then said, as a warning that stops nothing (seen under a concurrent test load).
+    if "no output from any rank" in result.stderr:
+        assert "a slow step is not a hang: nothing is stopped" in result.stderr, \
+            result.stderr[-3000:]
+    assert "it was stopped" not in result.stderr, result.stderr[-3000:]
     assert "rank 0 done" in result.stdout and "rank 1 done" in result.stdout
 
 
