@@ -42,6 +42,8 @@ class Facts(NodeIndex):
     _by_name: dict[str, ModuleInfo] = field(default_factory=dict)
     _owner: dict[int, ModuleInfo] = field(default_factory=dict, repr=False)
     _sites: dict[int, list[tuple[cst.Call, bool]]] | None = field(default=None, repr=False)
+    _function_of: dict[int, cst.FunctionDef | None] = field(default_factory=dict, repr=False)
+    _assigned: dict[tuple[int, str], list[cst.Assign]] | None = field(default=None, repr=False)
 
     @classmethod
     def build(cls, module: cst.Module | Sequence[ModuleInfo]) -> Facts:
@@ -122,10 +124,47 @@ class Facts(NodeIndex):
         return None
 
     def function(self, node: cst.CSTNode) -> cst.FunctionDef | None:
-        for anc in self.ancestors(node):
-            if isinstance(anc, cst.FunctionDef):
-                return anc
-        return None
+        """The innermost function around `node` (remembered for every node on the way up:
+        the transforms ask it of most nodes, some many times)."""
+        memo = self._function_of
+        if id(node) in memo:
+            return memo[id(node)]
+        chain: list[cst.CSTNode] = []
+        found: cst.FunctionDef | None = None
+        current = node
+        while current in self.parent:
+            chain.append(current)
+            current = self.parent[current]
+            if isinstance(current, cst.FunctionDef):
+                found = current
+                break
+            if id(current) in memo:
+                found = memo[id(current)]
+                break
+        for link in chain:
+            memo[id(link)] = found
+        return found
+
+    def nodes(self, *kinds: type[cst.CSTNode], within: cst.Module | None = None
+              ) -> list[cst.CSTNode]:
+        """The nodes of these kinds, in source order (one module's with `within`): read
+        from the index, where a visit of the tree would walk it again."""
+        return [node for node in self.preorder if isinstance(node, kinds) and (
+            within is None or self.module_of(node).module is within)]
+
+    def assigned(self, scope: Scope, name: str) -> list[cst.Assign]:
+        """The plain assignments in `scope` (a function, or a module's top level) whose
+        targets include the bare name `name`, in source order."""
+        if self._assigned is None:
+            table: dict[tuple[int, str], list[cst.Assign]] = {}
+            for assign in self.assigns:
+                if isinstance(assign, cst.Assign):
+                    for target in assign.targets:
+                        if isinstance(target.target, cst.Name):
+                            table.setdefault((id(self.scope(assign)), target.target.value),
+                                             []).append(assign)
+            self._assigned = table
+        return list(self._assigned.get((id(scope), name), []))
 
     def scope(self, node: cst.CSTNode) -> Scope:
         return self.function(node) or self.module_of(node).module

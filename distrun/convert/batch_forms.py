@@ -195,12 +195,9 @@ def _whole_sum(facts: Facts, expr: cst.BaseExpression, func: cst.FunctionDef, de
                     for n in walk(summed)):
                 return True
         if isinstance(node, cst.Name) and depth < 3:
-            for assign in facts.assigns:
-                if isinstance(assign, cst.Assign) and facts.function(assign) is func and any(
-                        isinstance(t.target, cst.Name) and t.target.value == node.value
-                        for t in assign.targets) and _whole_sum(
-                        facts, assign.value, func, depth + 1):
-                    return True
+            if any(_whole_sum(facts, assign.value, func, depth + 1)
+                   for assign in facts.assigned(func, node.value)):
+                return True
     return False
 
 

@@ -50,6 +50,7 @@ class NodeIndex:
     attributes: list[cst.Attribute] = field(default_factory=list)
     names: list[cst.Name] = field(default_factory=list)
     strings: list[cst.SimpleString] = field(default_factory=list)
+    preorder: list[cst.CSTNode] = field(default_factory=list)  # every node, modules in turn
 
 
 class Walker(cst.CSTVisitor):
@@ -65,6 +66,7 @@ class Walker(cst.CSTVisitor):
         if self.stack:
             self.facts.parent[node] = self.stack[-1]
         self.stack.append(node)
+        self.facts.preorder.append(node)
         return super().on_visit(node)
 
     def on_leave(self, original_node: cst.CSTNode) -> None:

@@ -52,17 +52,16 @@ _SAVES = frozenset({"torch.save"})
 
 def plan_agreed_exits(ctx: Context) -> None:
     taint = _Taint(ctx)
-    for info in ctx.facts.modules:
-        for test, owner in _exit_tests(info.module):
-            loop = owner if isinstance(owner, cst.While) else next(
-                iter(ctx.facts.enclosing_loops(owner)), None)
-            if loop is None or not trains(ctx.facts, loop, flow=ctx.flow):
-                continue
-            local = taint.of(ctx.facts.scope(owner))
-            names = _tainted_reads(test, local, ctx.facts)
-            if not names:
-                continue
-            _agree(ctx, owner, names)
+    for test, owner in _exit_tests(ctx.facts):
+        loop = owner if isinstance(owner, cst.While) else next(
+            iter(ctx.facts.enclosing_loops(owner)), None)
+        if loop is None or not trains(ctx.facts, loop, flow=ctx.flow):
+            continue
+        local = taint.of(ctx.facts.scope(owner))
+        names = _tainted_reads(test, local, ctx.facts)
+        if not names:
+            continue
+        _agree(ctx, owner, names)
     for call in ctx.facts.calls:
         if _steps_on_a_metric(ctx, call):
             names = _tainted_reads(call.args[0].value, taint.of(ctx.facts.scope(call)),
@@ -148,20 +147,15 @@ def {n.mean_over_ranks}(value):
 '''
 
 
-def _exit_tests(module: cst.Module) -> list[tuple[cst.BaseExpression, cst.If | cst.While]]:
+def _exit_tests(facts: Facts) -> list[tuple[cst.BaseExpression, cst.If | cst.While]]:
     """(test, its statement) of each `if` whose branches leave or skip, and each `while`."""
     found: list[tuple[cst.BaseExpression, cst.If | cst.While]] = []
-
-    class Visit(cst.CSTVisitor):
-        def visit_If(self, node: cst.If) -> None:
-            if _leaves(node.body) or node.orelse is not None and _leaves(node.orelse) \
-                    or _leaves(node.body, _SAVES):
-                found.append((node.test, node))
-
-        def visit_While(self, node: cst.While) -> None:
+    for node in facts.nodes(cst.If, cst.While):
+        if isinstance(node, cst.While) or isinstance(node, cst.If) and (
+                _leaves(node.body) or node.orelse is not None and _leaves(node.orelse)
+                or _leaves(node.body, _SAVES)):
+            assert isinstance(node, (cst.If, cst.While))
             found.append((node.test, node))
-
-    module.visit(Visit())
     return found
 
 

@@ -33,7 +33,7 @@ import re
 
 import libcst as cst
 
-from distrun.convert.analysis import Facts, dotted, positional, string_value, walk
+from distrun.convert.analysis import Facts, dotted, positional, string_value
 from distrun.convert.build import Rewrite, code_of, constant, expression
 from distrun.convert.context import Context, Transform
 from distrun.convert.transforms.setup import runs_nothing
@@ -225,9 +225,8 @@ def _plan_indexed_strings(ctx: Context) -> None:
         ctx.plan.change(whole, "device.string", f"device `{code}` (a GPU index the script "
                         f"reads) -> `{dev}`: the local rank's device, the CPU where there "
                         "is no GPU")
-    formatted = [node for info in facts.modules for node in walk(info.module)
-                 if isinstance(node, cst.FormattedString)]
-    for node in formatted:
+    for node in facts.nodes(cst.FormattedString):
+        assert isinstance(node, cst.FormattedString)
         parts = node.parts
         if len(parts) == 2 and isinstance(parts[0], cst.FormattedStringText) and \
                 parts[0].value == "cuda:" and isinstance(parts[1], cst.FormattedStringExpression) \

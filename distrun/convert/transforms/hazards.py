@@ -241,15 +241,7 @@ def _unfrozen_in_training(ctx: Context) -> None:
 
 
 def _whiles(facts: Facts) -> list[cst.While]:
-    found: list[cst.While] = []
-
-    class Visit(cst.CSTVisitor):
-        def visit_While(self, node: cst.While) -> None:
-            found.append(node)
-
-    for info in facts.modules:
-        info.module.visit(Visit())
-    return found
+    return [node for node in facts.nodes(cst.While) if isinstance(node, cst.While)]
 
 
 def _requires_grad_changes(facts: Facts) -> list[tuple[cst.CSTNode, bool | None]]:
