@@ -54,6 +54,7 @@ class Context:
     eval_loaders: list[EvalLoader] = field(default_factory=list)  # data -> evaluation
     setup_lines: list[str] = field(default_factory=list)  # any -> setup: code it appends
     train_loaders: list[cst.Call] = field(default_factory=list)  # data -> deepspeed
+    hand_shared: bool = False  # data -> loss: batches made by hand shared out among ranks
     files: dict[str, str] = field(default_factory=dict)  # written beside the output
     file_bases: dict[str, str] = field(default_factory=dict)  # file -> the user's it merges
     folder: str | None = None  # where the entry lives: the user's files beside it (None: none)
@@ -99,6 +100,24 @@ class Context:
         if self._flow is None:
             self._flow = Flow(self.facts)
         return self._flow
+
+    def calls_of(self, func: cst.FunctionDef) -> list[tuple[cst.Call, bool]]:
+        """Every call of `func` (and whether it is called as a method); for a `forward`
+        or `__call__`, also the calls of the objects of its class (`criterion(x, y)`,
+        `loss_compute(out, y, norm)`)."""
+        flow, facts = self.flow, self.facts
+        sites = list(flow.call_sites(func))
+        block = facts.parent.get(func)
+        if not isinstance(facts.parent.get(block) if block is not None else None,
+                          cst.ClassDef) or func.name.value not in ("forward", "__call__"):
+            return sites
+        for call in facts.calls:
+            if isinstance(call.func, (cst.Name, cst.Attribute)):
+                place = flow.place_of(call.func)
+                if place is not None and any(flow.method(c, func.name.value) is func
+                                             for c in flow.instances(place)):
+                    sites.append((call, True))
+        return sites
 
     # -- what the model transform made of the models --------------------------------
 

@@ -101,6 +101,16 @@ def trains(facts: Facts, container: cst.CSTNode, depth: int = 0, flow: Flow | No
     return False
 
 
+def steps_inside(facts: Facts, flow: Flow | None, call: cst.Call) -> bool:
+    """Is `call` a call of a callable object of the project whose `__call__` runs the
+    backward pass or steps an optimizer itself (the Annotated Transformer's
+    `loss_compute(out, batch.trg_y, batch.ntokens)`: backward, `opt.step()`)? The loop
+    that makes it trains, though its own body shows neither."""
+    method = flow.forward_of(call) if flow is not None else None
+    return method is not None and method.name.value == "__call__" and any(
+        is_backward(c) or is_optimizer_step(c) for c in facts.calls_in(method))
+
+
 def unwrap_iter(facts: Facts, expr: cst.BaseExpression) -> cst.BaseExpression:
     """`enumerate(tqdm(loader))` -> `loader`; also through a name the function binds once
     to such a wrapper (`pbar = tqdm(loader)` then `enumerate(pbar)` -> `loader`)."""

@@ -29,6 +29,7 @@ from distrun.convert.idioms import (
     is_optimizer,
     is_optimizer_step,
     method_name,
+    steps_inside,
     unwrap_iter,
 )
 from distrun.convert.object_flow import Flow, Place
@@ -275,12 +276,12 @@ def _is_training(facts: Facts, flow: Flow, call: cst.Call) -> bool:
     func = facts.function(call)
     loop = next(iter(facts.enclosing_loops(call)), None)
     if isinstance(loop, cst.For) and dotted(unwrap_iter(facts, loop.iter)) is not None \
-            and not _trains_directly(facts, loop.body):
+            and not _trains_directly(facts, loop.body, flow):
         return False  # a loop over batches that does not train: evaluation
     if func is None:
         top = facts.top_level_statement(call)
-        return _trains_directly(facts, top)
-    if _trains_directly(facts, func):
+        return _trains_directly(facts, top, flow)
+    if _trains_directly(facts, func, flow):
         return True
     return any(feeds_backward(facts, site) for site, _ in flow.call_sites(func))
 
@@ -317,18 +318,12 @@ def _assigned_names(facts: Facts, node: cst.CSTNode) -> set[str]:
 
 
 def _names_in(node: cst.CSTNode) -> set[str]:
-    found = set()
-    stack = [node]
-    while stack:
-        current = stack.pop()
-        if isinstance(current, cst.Name):
-            found.add(current.value)
-        stack.extend(current.children)
-    return found
+    return {n.value for n in walk(node) if isinstance(n, cst.Name)}
 
 
-def _trains_directly(facts: Facts, container: cst.CSTNode) -> bool:
-    return any(is_backward(c) or is_optimizer_step(c) for c in facts.calls_in(container))
+def _trains_directly(facts: Facts, container: cst.CSTNode, flow: Flow) -> bool:
+    return any(is_backward(c) or is_optimizer_step(c) or steps_inside(facts, flow, c)
+               for c in facts.calls_in(container))
 
 
 def without_gradients(facts: Facts, node: cst.CSTNode) -> bool:

@@ -166,13 +166,14 @@ class Flow:
 
     def forward_of(self, call: cst.Call) -> cst.FunctionDef | None:
         """The `forward` a call of a module object of the project runs (`maml(x, y)`, an
-        instance of a class of the project that defines `forward`)."""
+        instance of a class of the project that defines `forward`), or the `__call__` of a
+        callable object (the Annotated Transformer's `loss_compute(out, y, norm)`)."""
         if not isinstance(call.func, (cst.Name, cst.Attribute)):
             return None
         place = self.place_of(call.func)
         for cls in sorted(self.instances(place) if place is not None else (),
                           key=lambda c: (self.facts.line(c), c.name.value)):
-            method = self.method(cls, "forward")
+            method = self.method(cls, "forward") or self.method(cls, "__call__")
             if method is not None:
                 return method
         return None

@@ -36,6 +36,7 @@ MEASURES = Batch("issue25_measures", [
     fixture_case("with", "data/loader_in_with.py", "with"),
     project_case("dormant", "project/dormant_dist_helpers/in", "train.py"),
     fixture_case("detached", "model/detached_output.py", "detached"),
+    fixture_case("step_object", "loss/step_in_loss_object.py", "step_object"),
 ])
 
 
@@ -204,3 +205,16 @@ def test_ranks_stop_early_together_on_a_whole_evaluation_with_batchnorm(tmp_path
                        cwd=tmp_path, env={"BATCH_SIZE": "32"})
     assert launched.returncode == 0, launched.stdout + launched.stderr
     assert launched.stdout.count("stopped at epoch") == 2, launched.stdout
+
+
+def test_a_step_inside_a_loss_object_trains_on_the_whole_batch_s_tokens() -> None:
+    """The Annotated Transformer's SimpleLossCompute (hinesboy/transformer-simple): the
+    batch loop calls the model, then a loss object whose `__call__` divides by the
+    batch's token count, runs the backward and steps; the batches a list a function
+    builds. Convert refused ("no training forward", "no DataLoader"). Now the loop is a
+    training loop, its list goes through `rank_batches` and the token count given to
+    `__call__` is its mean over the ranks: sentences sorted by length give the ranks'
+    shares other counts (0.0105 from the original's weights with each rank's own)."""
+    run = _proven("step_object", 0)
+    said = run.convert.stdout
+    assert "data.rank_batches" in said and "loss.count_divisor" in said, said

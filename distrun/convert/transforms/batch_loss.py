@@ -185,20 +185,7 @@ def _short(facts: Facts, node: cst.CSTNode) -> str:
 
 
 def _sites(ctx: Context, func: cst.FunctionDef) -> list[Site]:
-    """Every call of `func`, also `criterion(...)` on an instance of its class when it
-    is `forward`."""
-    sites = list(ctx.flow.call_sites(func))
-    cls = class_of(ctx.facts, func)
-    if cls is None or func.name.value not in ("forward", "__call__"):
-        return sites
-    for call in ctx.facts.calls:
-        if not isinstance(call.func, (cst.Name, cst.Attribute)):
-            continue
-        place = ctx.flow.place_of(call.func)
-        if place is not None and any(ctx.flow.method(c, func.name.value) is func
-                                     for c in ctx.flow.instances(place)):
-            sites.append((call, True))
-    return sites
+    return ctx.calls_of(func)
 
 
 def _training_calls(ctx: Context, func: cst.FunctionDef

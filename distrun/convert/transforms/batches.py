@@ -40,8 +40,15 @@ import libcst as cst
 from distrun.convert.analysis import Facts, dotted
 from distrun.convert.build import code_of, expression
 from distrun.convert.context import Context
-from distrun.convert.idioms import is_backward, is_optimizer_step, origin_names, unwrap_iter
+from distrun.convert.idioms import (
+    is_backward,
+    is_optimizer_step,
+    origin_names,
+    steps_inside,
+    unwrap_iter,
+)
 from distrun.convert.names import Names
+from distrun.convert.object_flow import Place
 from distrun.convert.transforms.loader_names import construction_names
 
 
@@ -107,9 +114,10 @@ def _whole_counts(ctx: Context, source: cst.BaseExpression, loop: cst.For) -> No
 
 
 def _steps_each_batch(ctx: Context, loop: cst.For) -> bool:
-    """Does `loop`'s own body (not a loop inside it) run a backward pass or a step?"""
+    """Does `loop`'s own body (not a loop inside it) run a backward pass or a step (or
+    call a callable object that does: `steps_inside`)?"""
     facts = ctx.facts
-    return any((is_backward(c) or is_optimizer_step(c))
+    return any((is_backward(c) or is_optimizer_step(c) or steps_inside(facts, ctx.flow, c))
                and next(iter(facts.enclosing_loops(c)), None) is loop
                for c in facts.calls_in(loop.body))
 
@@ -141,6 +149,9 @@ def _batch_maker(ctx: Context, source: cst.BaseExpression, sharded: set[str]) ->
     place = ctx.flow.place_of(source)
     if place is None:
         return None
+    built = _list_built_by(ctx, place)
+    if built is not None:
+        return built
     classes = sorted(c.name.value for c in ctx.flow.instances(place)
                      if _makes_its_batches(ctx, c) and not any(
                          _feeds_on(facts, made, sharded) for made in _constructions(facts, c)))
@@ -183,6 +194,41 @@ def _example_list(ctx: Context, source: cst.BaseExpression) -> str | None:
                 _only_names(e.value) for e in value.elements)):
             return None
     return f"`{source.value}`, a list of examples the script builds"
+
+
+def _list_built_by(ctx: Context, place: Place) -> str | None:
+    """The project's function that makes the list of batches (or examples) held at
+    `place`, wherever it is passed on (`run_epoch(data.train_data, ...)`, the attribute
+    set to `self.splitBatch(...)`): one that appends to a list in a loop and returns it."""
+    facts, flow = ctx.facts, ctx.flow
+    targets = [t for member in flow.component(place) for t in flow.bindings(member)]
+    for target in sorted(targets, key=lambda t: (facts.modules.index(facts.module_of(t)),
+                                                 facts.line(t))):
+        assign = facts.parent.get(facts.parent.get(target, target))
+        value = assign.value if isinstance(assign, cst.Assign) else None
+        found = flow.callee(value) if isinstance(value, cst.Call) else None
+        if value is not None and found is not None and _returns_appended_list(
+                facts, found[0]):
+            return f"`{facts.code(value)}`, a list the script builds"
+    return None
+
+
+def _returns_appended_list(facts: Facts, func: cst.FunctionDef) -> bool:
+    """Does `func` return a name it binds to `[]` and appends to in a loop (not a list
+    of names: models and optimizers taken in turn)?"""
+    returned = {dotted(r.value) for r in facts.returns
+                if facts.function(r) is func and r.value is not None}
+    for name in returned - {None}:
+        assert name is not None
+        empty = any(isinstance(a.value, cst.List) and not a.value.elements
+                    for a in facts.assigned(func, name))
+        appends = [c for c in facts.calls_in(func) if isinstance(c.func, cst.Attribute)
+                   and c.func.attr.value == "append" and dotted(c.func.value) == name
+                   and c.args and not _only_names(c.args[0].value)
+                   and next(iter(facts.enclosing_loops(c)), None) is not None]
+        if empty and appends:
+            return True
+    return False
 
 
 def _only_names(expr: cst.BaseExpression) -> bool:

@@ -29,17 +29,19 @@ from distrun.convert.analysis import dotted, positional, walk
 from distrun.convert.build import code_of, expression
 from distrun.convert.context import Context
 from distrun.convert.idioms import method_name
+from distrun.convert.models import without_gradients
 from distrun.convert.transforms.agreed import helper_code
 
 
 def count_divisors(ctx: Context) -> None:
-    if not ctx.train_loaders:
+    if not ctx.train_loaders and not ctx.hand_shared:
         return
     facts, n = ctx.facts, ctx.names
     for func in facts.function_defs:
         if not _loss_code(ctx, func):
             continue
         divisors = _divisors(func)
+        _counts_given(ctx, func, divisors)
         for assign in [a for a in facts.assigns if isinstance(a, cst.Assign)
                        and facts.function(a) is func and len(a.targets) == 1]:
             name = dotted(assign.targets[0].target)
@@ -75,10 +77,57 @@ def divides_by_count(ctx: Context, division: cst.CSTNode) -> bool:
 
 
 def _loss_code(ctx: Context, func: cst.FunctionDef) -> bool:
+    """A loss's `forward` (a class named ...Loss), a loss object's `__call__` (the
+    Annotated Transformer's SimpleLossCompute), or a function named ...loss..."""
     cls = ctx.facts.enclosing_class(func)
-    if cls is not None and func.name.value == "forward":
-        return cls.name.value.lower().endswith("loss")
+    if cls is not None and func.name.value in ("forward", "__call__"):
+        name = cls.name.value.lower()
+        return name.endswith("loss") or func.name.value == "__call__" and "loss" in name
     return cls is None and "loss" in func.name.value.lower()
+
+
+def _counts_given(ctx: Context, func: cst.FunctionDef, divisors: set[str]) -> None:
+    """`loss_compute(out, batch.trg_y, batch.ntokens)` into `__call__(self, x, y, norm)`,
+    which divides by `norm`: the count is the caller's (`self.ntokens = (self.trg_y !=
+    pad).data.sum()` in the project's Batch class), each rank's share's. Made the mean
+    over the ranks where it is given, at each call that trains."""
+    facts, n = ctx.facts, ctx.names
+    is_method = facts.enclosing_class(func) is not None
+    for param in set(facts.params(func, is_method)) & divisors:
+        for site, method in ctx.calls_of(func):
+            given = facts.argument_for(site, func, method, param)
+            if given is None or without_gradients(facts, site) or not _counted(ctx, given):
+                continue
+            ctx.define_helper("mean_over_ranks", site, helper_code(n))
+            ctx.need("torch", "dist", at=site)
+            ctx.plan.rewrite(given, lambda node: expression(
+                f"{n.mean_over_ranks}({code_of(node)})"))
+            ctx.plan.change(given, "loss.count_divisor",
+                            f"`{facts.code(given)}` counts over this rank's share of the batch "
+                            f"what the loss divides by (`{param}` of "
+                            f"`{func.name.value}`): its mean over the ranks (the whole "
+                            "batch's count / WORLD_SIZE), so the ranks' averaged gradients "
+                            "are the single process's")
+
+
+def _counted(ctx: Context, given: cst.BaseExpression) -> bool:
+    """Is `given` a count over the batch: a name its function binds to one, or an
+    attribute (`batch.ntokens`) that a class of the project sets to one in a method?"""
+    facts = ctx.facts
+    if isinstance(given, cst.Name):
+        func = facts.function(given)
+        return func is not None and any(
+            _count(ctx, func, a.value) for a in facts.assigned(func, given.value))
+    if not isinstance(given, cst.Attribute):
+        return False
+    attr = given.attr.value
+    for assign in facts.assigns:
+        func = facts.function(assign)
+        if isinstance(assign, cst.Assign) and func is not None and any(
+                dotted(t.target) == f"self.{attr}" for t in assign.targets) and _count(
+                ctx, func, assign.value):
+            return True
+    return False
 
 
 def _divisors(func: cst.FunctionDef) -> set[str]:

@@ -167,6 +167,7 @@ def plan_data(ctx: Context) -> None:
     # (a rebuilt loader may hold a batch sampler: no `.sampler.set_epoch`, its own order)
     sharded, epoched = sharded | rebuilt, epoched | (set() if batch_samplers(facts) else rebuilt)
     hand_made = share_hand_made(ctx, sharded) | share_slices(ctx)
+    ctx.hand_shared = hand_made
     _unshared_streams(ctx)
     if not loaders and not sharded and not hand_made and not share_random_draws(ctx) \
             and not full_batch(ctx):

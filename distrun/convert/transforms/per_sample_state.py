@@ -104,17 +104,4 @@ def _in_training(ctx: Context, node: cst.CSTNode, flow: Flow) -> bool:
 
 
 def _sites(ctx: Context, func: cst.FunctionDef) -> list[cst.Call]:
-    """The calls of `func`, also `criterion(...)` on an instance of its class when it is
-    `forward` or `__call__` (ELR's `self.train_criterion(index, output, label)`)."""
-    facts, flow = ctx.facts, ctx.flow
-    found = [site for site, _ in flow.call_sites(func)]
-    cls = facts.enclosing_class(func)
-    if cls is None or func.name.value not in ("forward", "__call__"):
-        return found
-    for call in facts.calls:
-        if isinstance(call.func, (cst.Name, cst.Attribute)):
-            place = flow.place_of(call.func)
-            if place is not None and any(flow.method(c, func.name.value) is func
-                                         for c in flow.instances(place)):
-                found.append(call)
-    return found
+    return [site for site, _ in ctx.calls_of(func)]
