@@ -115,6 +115,13 @@ class SVHN(CIFAR10):
         super().__init__(root, train=split == "train", **kwargs)
 
 
+class STL10(CIFAR10):
+    """Imported, not trained on, in the corpus (ssl_consistency's dataset utilities)."""
+
+    def __init__(self, root=None, split="train", **kwargs):
+        super().__init__(root, train=split != "test", **kwargs)
+
+
 class FakeData(Dataset):
     def __init__(self, size: int = 1000, image_size=(3, 224, 224), num_classes: int = 10,
                  transform=None, target_transform=None, random_offset: int = 0):
@@ -170,5 +177,5 @@ class ImageFolder(Dataset):
         return img, target
 
 
-__all__ = ["MNIST", "FashionMNIST", "KMNIST", "EMNIST", "CIFAR10", "CIFAR100", "SVHN",
+__all__ = ["MNIST", "FashionMNIST", "KMNIST", "EMNIST", "CIFAR10", "CIFAR100", "SVHN", "STL10",
            "FakeData", "ImageFolder"]

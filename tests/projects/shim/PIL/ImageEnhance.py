@@ -1,0 +1,3 @@
+"""Fake `PIL.ImageEnhance`: the module exists so that `from PIL import ImageEnhance` imports
+(ssl_consistency's augmentation pool imports it at the top); none of its functions is
+given: a run that calls one fails with AttributeError (the fake images have no filters)."""
