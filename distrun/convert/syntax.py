@@ -10,12 +10,20 @@ import libcst as cst
 
 
 def dotted(expr: cst.BaseExpression) -> str | None:
-    """`a.b.c` for a chain of names and attributes, else None."""
+    """`a.b.c` for a chain of names and attributes, also through an entry of a dict read
+    with a literal key that is a name (`loaders['train']`, `self.nets["G"].fc`: written
+    with single quotes, whatever the source's), else None."""
     if isinstance(expr, cst.Name):
         return expr.value
     if isinstance(expr, cst.Attribute):
         base = dotted(expr.value)
         return f"{base}.{expr.attr.value}" if base is not None else None
+    if isinstance(expr, cst.Subscript) and len(expr.slice) == 1 and isinstance(
+            expr.slice[0].slice, cst.Index):
+        key = string_value(expr.slice[0].slice.value)
+        base = dotted(expr.value)
+        if key is not None and key.isidentifier() and base is not None:
+            return f"{base}['{key}']"
     return None
 
 

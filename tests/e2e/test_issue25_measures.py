@@ -37,6 +37,7 @@ MEASURES = Batch("issue25_measures", [
     project_case("dormant", "project/dormant_dist_helpers/in", "train.py"),
     fixture_case("detached", "model/detached_output.py", "detached"),
     fixture_case("step_object", "loss/step_in_loss_object.py", "step_object"),
+    fixture_case("dict", "data/loaders_in_a_dict.py", "dict"),
 ])
 
 
@@ -218,3 +219,25 @@ def test_a_step_inside_a_loss_object_trains_on_the_whole_batch_s_tokens() -> Non
     run = _proven("step_object", 0)
     said = run.convert.stdout
     assert "data.rank_batches" in said and "loss.count_divisor" in said, said
+
+
+def test_loaders_kept_in_a_dict_are_followed_by_name_and_key() -> None:
+    """izmailovpavel/torch_swa_examples: `loaders = {"train": ..., "test": ...}`. The
+    training loader was sharded by an AutoEpochSampler (its passes not followed), the test
+    loader "cannot tell" (left whole, a warning), the sums returned as the epoch's metrics
+    were rank 0's share's and SWA's `update_bn(loaders["train"], swa_model)` read the
+    shard: the averaged model's BatchNorm statistics each rank's own. Now `loaders['train']`
+    is a name like any other: DistributedSampler and set_epoch, the test loader left
+    whole, the sums all-reduced, update_bn given the whole set. BatchNorm keeps the
+    weights from being exact: the counts and the whole-set check are compared."""
+    run = MEASURES.result("dict")
+    assert run.convert.returncode == 0, run.convert.stdout + run.convert.stderr
+    said = run.convert.stdout
+    for rule in ("data.set_epoch", "data.eval_unsharded", "data.train_metrics",
+                 "data.measured_on_shard"):
+        assert rule in said, said
+    assert "unknown_loader" not in said, said
+    single, rank0 = run.assert_single_ran(), run.assert_two_ran()[0]
+    assert "metrics 3 whole set 1" in single.stdout, single.stdout
+    assert_same_metrics(subprocess.CompletedProcess([], 0, single.stdout, ""),
+                        subprocess.CompletedProcess([], 0, rank0.stdout, ""), 4)

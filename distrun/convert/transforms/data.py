@@ -19,6 +19,8 @@ has another sampler, or an IterableDataset (reported with the fix).
 
 from __future__ import annotations
 
+import re
+
 import libcst as cst
 
 from distrun.convert.analysis import Facts, dotted, keyword, positional
@@ -342,7 +344,7 @@ def _hoist_dataset(ctx: Context, call: cst.Call, ds_arg: cst.Arg) -> str | None:
     base = "dataset"
     named = sorted((n for n in construction_names(facts, call) if "loader" in n),
                    key=lambda n: (n.startswith("get"), len(n), n))
-    stems = [n.replace("loader", "").strip("_") for n in named]
+    stems = [re.sub(r"\W+", "_", re.sub(r"loaders?", "", n)).strip("_") for n in named]
     if stems and stems[0]:
         base = f"{stems[0]}_dataset"
     name = ctx.names.fresh(base)

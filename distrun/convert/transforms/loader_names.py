@@ -10,7 +10,7 @@ import re
 
 import libcst as cst
 
-from distrun.convert.analysis import Facts, dotted, walk
+from distrun.convert.analysis import Facts, dotted, string_value, walk
 from distrun.convert.context import Context
 from distrun.convert.idioms import ITER_WRAPPERS
 from distrun.convert.object_flow import Place
@@ -20,8 +20,9 @@ TRAIN_NAME = re.compile(r"train", re.IGNORECASE)
 
 
 def construction_names(facts: Facts, call: cst.Call) -> set[str]:
-    """Names a DataLoader gets: `x = DataLoader(...)`, `self.x = ...`, a keyword it is
-    passed as, and, when a helper returns it (directly, by name, or in a tuple), the
+    """Names a DataLoader gets: `x = DataLoader(...)`, `self.x = ...`, an entry of a dict
+    (`loaders = {"train": DataLoader(...)}`: `loaders['train']`), a keyword it is passed as,
+    and, when a helper returns it (directly, by name, or in a tuple), the
     names the helper's callers give its result."""
     node: cst.CSTNode = call
     index: int | None = None
@@ -32,6 +33,10 @@ def construction_names(facts: Facts, call: cst.Call) -> set[str]:
         index = list(tup.elements).index(parent)
         node, parent = tup, facts.parent.get(tup)
     names: set[str] = set()
+    if isinstance(parent, cst.DictElement) and parent.value is node:  # {"train": ...}
+        key, holder = string_value(parent.key), facts.parent.get(facts.parent[parent])
+        if key is not None and key.isidentifier() and isinstance(holder, cst.Assign):
+            names = {f"{n}['{key}']" for n in _target_names(holder, None)}
     if isinstance(parent, cst.Assign):
         names = _target_names(parent, index)
     elif isinstance(parent, cst.Arg) and parent.keyword is not None:
