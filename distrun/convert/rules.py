@@ -79,6 +79,8 @@ _RULES: tuple[tuple[str, str], ...] = (
      "rebuilt sharded before it is used."),
     ("data.sampler_with_replacement", "A sampler drawing with replacement: each rank "
      "draws its own share from a generator seeded with its rank."),
+    ("data.sampler_count", "A sampler's number of samples computed from the loader's batch "
+     "size (steps x batch): x WORLD_SIZE, so the ranks share out the original's steps."),
     ("data.same_generator", "numpy's or Python's generator, never seeded: rank 0's state on "
      "every rank after the set-up."),
     ("data.same_split", "A random choice of data made once without a seed (a split, a "

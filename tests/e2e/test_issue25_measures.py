@@ -38,6 +38,7 @@ MEASURES = Batch("issue25_measures", [
     fixture_case("detached", "model/detached_output.py", "detached"),
     fixture_case("step_object", "loss/step_in_loss_object.py", "step_object"),
     fixture_case("dict", "data/loaders_in_a_dict.py", "dict"),
+    fixture_case("own_sampler", "data/own_sampler_by_steps.py", "own_sampler"),
 ])
 
 
@@ -241,3 +242,14 @@ def test_loaders_kept_in_a_dict_are_followed_by_name_and_key() -> None:
     assert "metrics 3 whole set 1" in single.stdout, single.stdout
     assert_same_metrics(subprocess.CompletedProcess([], 0, single.stdout, ""),
                         subprocess.CompletedProcess([], 0, rank0.stdout, ""), 4)
+
+
+def test_a_sampler_of_the_project_sized_by_steps_is_shared_out_whole() -> None:
+    """perrying/pytorch-consistency-regularization's InfiniteSampler: a Sampler subclass
+    of the project listing randperm passes, `steps * batch_size` samples. Convert refused
+    ("this training DataLoader already has a sampler"). Now its indices are shared out
+    (`RankShareSampler`) and the count, made from one rank's batch, is x WORLD_SIZE:
+    without it each rank took 2 steps of the original's 4."""
+    run = _proven("own_sampler", 1)
+    said = run.convert.stdout
+    assert "data.share_sampler" in said and "data.sampler_count" in said, said

@@ -230,7 +230,7 @@ def _add_sampler(ctx: Context, call: cst.Call, why: str, auto_epoch: bool = Fals
     facts, plan = ctx.facts, ctx.plan
     given = keyword(call, "sampler")
     made = sampler_made(facts, call, given.value) if given is not None else None
-    if isinstance(made, cst.Call) and draw_per_rank(ctx, made):
+    if isinstance(made, cst.Call) and draw_per_rank(ctx, made, call):
         return False  # each rank draws its own: no DistributedSampler, no set_epoch
     if given is not None and ctx.target.take_loader(ctx, call, why):
         return True  # accelerate shards a loader's own sampler itself

@@ -25,7 +25,7 @@ import re
 
 import libcst as cst
 
-from distrun.convert.analysis import Facts, dotted, keyword, positional
+from distrun.convert.analysis import Facts, dotted, keyword, positional, walk
 from distrun.convert.build import append_keyword, code_of, expression, statement
 from distrun.convert.context import Context
 from distrun.convert.idioms import TrainLoop, origin_names, unwrap_iter
@@ -165,7 +165,7 @@ _WITH_REPLACEMENT = {"torch.utils.data.RandomSampler": 0,
                      "torch.utils.data.sampler.WeightedRandomSampler": 1}
 
 
-def draw_per_rank(ctx: Context, sampler: cst.Call) -> bool:
+def draw_per_rank(ctx: Context, sampler: cst.Call, loader: cst.Call) -> bool:
     """A sampler drawing with replacement (`RandomSampler(ds, replacement=True)`,
     `WeightedRandomSampler`) cannot be split: each rank draws its own share instead, from
     a generator seeded with its rank (`num_samples // WORLD_SIZE` each). True if done."""
@@ -190,14 +190,17 @@ def draw_per_rank(ctx: Context, sampler: cst.Call) -> bool:
                 f"len({code_of(node.args[0].value)}) // {n.world_size}"))
         return node
 
-    if count is not None:
+    per_batch = count is not None and sized_by_batch(ctx, loader, count.value)
+    if count is not None and not per_batch:
         ctx.plan.rewrite(count.value, lambda v: expression(f"({code_of(v)}) // {n.world_size}"))
     ctx.plan.rewrite(sampler, rewrite)
     ctx.plan.shards_batches(sampler)
+    share = ("num_samples as the script computes it from the loader's batch size (now "
+             "each rank's batch: as many steps as the original takes)" if per_batch else
+             f"num_samples // {n.world_size} (the same number of samples per epoch in all)")
     ctx.plan.change(sampler, "data.sampler_with_replacement",
-                    f"`{facts.code(sampler.func)}` draws with replacement: "
-                    f"each rank draws its own num_samples // {n.world_size} from a generator "
-                    "seeded with its rank (the same number of samples per epoch in all)")
+                    f"`{facts.code(sampler.func)}` draws with replacement: each rank draws "
+                    f"its own {share}, from a generator seeded with its rank")
     return True
 
 
@@ -218,21 +221,60 @@ def share_sampler(ctx: Context, loader: cst.Call, sampler: cst.BaseExpression) -
     made = sampler_made(facts, loader, sampler)
     if isinstance(made, cst.Call) and facts.call_name(made) not in _SHAREABLE:
         made = _returned_sampler(ctx, made) or made  # `sampler=get_sampler(labels, n)`
-    if not isinstance(made, cst.Call) or facts.call_name(made) not in _SHAREABLE:
+    own = isinstance(made, cst.Call) and _project_sampler(ctx, made)
+    if not isinstance(made, cst.Call) or facts.call_name(made) not in _SHAREABLE and not own:
         return False
     replacement = keyword(made, "replacement")
     if replacement is not None and dotted(replacement.value) != "False":
         return False
     ctx.need("torch", "dist", at=loader)
     ctx.define_helper("rank_share", loader, share_code(n))
+    for arg in made.args:  # `InfiniteSampler(len(data), cfg.iteration * cfg.l_batch_size)`
+        if sized_by_batch(ctx, loader, arg.value):
+            ctx.plan.rewrite(arg.value, lambda v: expression(f"({code_of(v)}) * {n.world_size}"))
+            ctx.plan.change(arg.value, "data.sampler_count", f"`{facts.code(arg.value)}` "
+                            "counts samples by the loader's batch size, now each rank's: x "
+                            f"{n.world_size}, so the ranks share out as many steps as the "
+                            "original takes (not 1/WORLD_SIZE of them)")
     ctx.plan.rewrite(sampler, lambda node: expression(f"{n.rank_share}({code_of(node)})"))
+    alike = ("draws its order as the script does (torch's generator starts alike on "
+             "every rank; a seed the script sets is the same on each)" if own else
+             "draws its order alike (seeded with the epoch)")
     ctx.plan.change(loader, "data.share_sampler", f"the loader's own sampler "
                     f"`{facts.code(made.func)}(...)` -> `{n.rank_share}(...)`: every rank "
-                    "draws its order alike (seeded with the epoch) and takes every "
-                    "WORLD_SIZE-th index of it. Each rank now reads 1/WORLD_SIZE of the "
-                    "data: the global batch is batch_size x WORLD_SIZE")
+                    f"{alike} and takes every WORLD_SIZE-th index of it. Each rank now "
+                    "reads 1/WORLD_SIZE of the data: the global batch is batch_size x "
+                    "WORLD_SIZE")
     ctx.plan.shards_batches(loader)
     return True
+
+
+def sized_by_batch(ctx: Context, loader: cst.Call, count: cst.BaseExpression) -> bool:
+    """Is `count` (a sampler's number of samples) a product with the loader's batch size
+    (`iterations * args.batch_size`): a number of steps times one rank's batch?"""
+    given = keyword(loader, "batch_size") or next(
+        iter(positional(loader)[1:2]), None)
+    size = dotted(given.value) if given is not None else None
+    return size is not None and isinstance(count, cst.BinaryOperation) and isinstance(
+        count.operator, cst.Multiply) and any(dotted(node) == size for node in walk(count)
+                                              if isinstance(node, (cst.Name, cst.Attribute)))
+
+
+def _project_sampler(ctx: Context, made: cst.Call) -> bool:
+    """Is `made` an instance of the project's own Sampler (a class deriving from torch's
+    `Sampler`, with `__iter__`: FixMatch code's InfiniteSampler, a list of randperm passes
+    drawn in `__init__`)? Its indices are listed as it yields them."""
+    cls = ctx.facts.local_definition(made)
+    if not isinstance(cls, cst.ClassDef) or ctx.flow.method(cls, "__iter__") is None:
+        return False
+    current: cst.ClassDef | None = cls
+    while current is not None:
+        if any((ctx.facts.qualname(b.value) or "").startswith("torch.utils.data")
+               and (ctx.facts.qualname(b.value) or "").endswith("Sampler")
+               for b in current.bases):
+            return True
+        current = ctx.flow.base_class(current)
+    return False
 
 
 def _returned_sampler(ctx: Context, call: cst.Call) -> cst.Call | None:
