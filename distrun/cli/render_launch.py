@@ -138,6 +138,7 @@ def _failed_lines(result: RunResult, spec: LaunchSpec) -> list[str]:
             lines += _lost_peer_lines(failure.error, spec)
             lines += _missing_gpu_lines(failure.error, failure.local_rank, spec)
             lines += _unused_parameter_lines(failure.error)
+            lines += _ready_twice_lines(failure.error)
         elif failure.error and failure.cause == "also failed":  # its own error, in brief
             lines.append(f"    | {failure.error.splitlines()[-1]}")
         elif failure.cause == "lost peer" and spec.task is not None:  # the task's one rank
@@ -217,6 +218,20 @@ def _unused_parameter_lines(error: str) -> list[str]:
             "but not used in forward, or an output that does not reach the loss. Pass "
             "`find_unused_parameters=True` to DistributedDataParallel(...) (it costs a "
             "pass over the graph each step), or remove what is unused"]
+
+
+def _ready_twice_lines(error: str) -> list[str]:
+    """DDP's error when a parameter's gradient arrives twice in one backward: activation
+    checkpointing in its reentrant form under find_unused_parameters=True, or a module
+    run twice in a step under checkpointing."""
+    if "Expected to mark a variable ready only once" not in error:
+        return []
+    return ["  hint: a parameter's gradient arrived twice in one backward: activation "
+            "checkpointing in its reentrant form (`torch.utils.checkpoint.checkpoint(...)` "
+            "without `use_reentrant=False`) with `find_unused_parameters=True`. Pass "
+            "`use_reentrant=False` to each checkpoint call (the same gradients), or give "
+            "DistributedDataParallel(...) `static_graph=True` if the same parameters are used "
+            "at every step"]
 
 
 def _missing_gpu_lines(error: str, local_rank: int, spec: LaunchSpec) -> list[str]:

@@ -124,6 +124,8 @@ _RULES: tuple[tuple[str, str], ...] = (
     ("data.train_metrics_shard", "A training loop's metric read after it stays rank 0's "
      "share (its terms are of no known kind)."),
     # -- model --------------------------------------------------------------------
+    ("model.checkpoint_reentrant", "Activation checkpointing in its reentrant form, in a "
+     "model DDP searches for unused parameters: made `use_reentrant=False`."),
     ("model.find_unused", "A layer the model builds and never uses, or whose output no "
      "kept value depends on: DDP is made with find_unused_parameters=True."),
     ("model.wrap", "The model's wrapper (DDP object, accelerate's, DeepSpeed engine) is "

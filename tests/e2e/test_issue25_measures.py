@@ -39,6 +39,7 @@ MEASURES = Batch("issue25_measures", [
     fixture_case("step_object", "loss/step_in_loss_object.py", "step_object"),
     fixture_case("dict", "data/loaders_in_a_dict.py", "dict"),
     fixture_case("own_sampler", "data/own_sampler_by_steps.py", "own_sampler"),
+    fixture_case("reentrant", "model/checkpoint_with_spare_layer.py", "reentrant"),
 ])
 
 
@@ -150,7 +151,8 @@ def test_a_layer_whose_output_forward_detaches_does_not_stop_ddp() -> None:
     assert "has its output detached in `forward`" in run.convert.stdout, run.convert.stdout
 
 
-UNSEEDED = """\
+UNSEEDED = """\\
+import copy
 import os
 
 import numpy as np
@@ -158,33 +160,44 @@ import torch
 import torch.nn as nn
 from torch.utils.data import DataLoader, TensorDataset
 
-torch.manual_seed(0)
-x, y = torch.randn(64, 4), torch.randint(0, 3, (64,))
+
+class Task:  # torch never seeded: data drawn when the task is made
+    def __init__(self, n):
+        self.x, self.y = torch.randn(n, 4), torch.randint(0, 3, (n,))
+
+
+task = Task(64)
+x, y = task.x, task.y
 for i in range(len(y)):  # label noise drawn sample by sample, numpy never seeded
     if np.random.rand() < 0.4:
         y[i] = int(np.random.randint(3))
 loader = DataLoader(TensorDataset(x, y), batch_size=32, shuffle=True)
 model = nn.Linear(4, 3)
+initial = copy.deepcopy(model.state_dict())  # the weights to rewind to (a lottery ticket)
 optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
-for epoch in range(2):
-    for xb, yb in loader:
-        loss = nn.functional.cross_entropy(model(xb), yb)
-        optimizer.zero_grad()
-        loss.backward()
-        optimizer.step()
+for round in range(2):
+    for epoch in range(2):
+        for xb, yb in loader:
+            loss = nn.functional.cross_entropy(model(xb), yb)
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+    model.load_state_dict(initial)
 """
 
 
-def test_data_drawn_from_an_unseeded_numpy_is_the_same_on_every_rank(tmp_path: Path) -> None:
+def test_data_drawn_from_unseeded_generators_is_the_same_on_every_rank(tmp_path: Path) -> None:
     """ELR's label noise, drawn per sample with numpy's global generator, which the script
     never seeds: each process started it from its own entropy, so each rank trained on
-    other labels (launch --check: [split-differs], convert silent). After the set-up every
-    rank takes rank 0's generator state (data.same_generator): the check finds the ranks'
-    data sets alike."""
+    other labels (launch --check: [split-differs], convert silent). The same for torch's
+    (its initial seed differs by process too): data drawn when an object is made, and the
+    lottery ticket's initial weights kept before the wrap and rewound to (each rank's own:
+    [params-diverged] after the rewind). After the set-up every rank takes rank 0's
+    generator states (data.same_generator): the check finds the ranks alike."""
     (tmp_path / "noisy.py").write_text(UNSEEDED)
     converted = distrun("convert", "noisy.py", cwd=tmp_path)
     assert converted.returncode == 0, converted.stdout + converted.stderr
-    assert "data.same_generator" in converted.stdout, converted.stdout
+    assert converted.stdout.count("data.same_generator") == 2, converted.stdout
     launched = distrun("launch", "--nproc-per-node", "2", "--check", "noisy_ddp.py",
                        cwd=tmp_path)
     assert launched.returncode == 0, launched.stdout + launched.stderr
@@ -253,3 +266,13 @@ def test_a_sampler_of_the_project_sized_by_steps_is_shared_out_whole() -> None:
     run = _proven("own_sampler", 1)
     said = run.convert.stdout
     assert "data.share_sampler" in said and "data.sampler_count" in said, said
+
+
+def test_reentrant_checkpointing_in_a_model_with_a_spare_layer_trains() -> None:
+    """gpleiss/efficient_densenet_pytorch's `cp.checkpoint(f, *x)` (reentrant by default)
+    in a model that also builds a layer it never calls: find_unused_parameters=True, which
+    the spare layer needs, made DDP stop both ranks at the first step ("Expected to mark a
+    variable ready only once"). The checkpoint calls are made `use_reentrant=False`."""
+    run = _proven("reentrant", 0)
+    said = run.convert.stdout
+    assert "model.find_unused" in said and "model.checkpoint_reentrant" in said, said

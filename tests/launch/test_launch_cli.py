@@ -217,6 +217,24 @@ def test_a_rank_killed_while_exiting_from_its_own_error_is_said_to_have_failed()
     assert "rank 2 (local rank 2) on h: killed by SIGTERM [also stopped]" in text, text
 
 
+def test_a_gradient_marked_ready_twice_gets_the_reentrant_checkpoint_hint() -> None:
+    """DDP's error under find_unused_parameters=True with reentrant activation
+    checkpointing (the conversion avoids it since; a hand-written script may not)."""
+    from distrun.launch.failures import Failure
+
+    spec = LaunchSpec(script="t.py", nproc_per_node=2)
+    error = ("Traceback (most recent call last):\n  File \"t.py\", line 9\nRuntimeError: "
+             "Expected to mark a variable ready only once. This error is caused by ...")
+    result = RunResult(1, "failed", failures=[
+        Failure(0, 0, "h", 1, root_cause=True, error=error)])
+    text = render.launch_report(result, spec)
+    assert "hint: a parameter's gradient arrived twice in one backward" in text, text
+    assert "use_reentrant=False" in text and "static_graph=True" in text, text
+    plain = RunResult(1, "failed", failures=[
+        Failure(0, 0, "h", 1, root_cause=True, error="RuntimeError: other")])
+    assert "arrived twice" not in render.launch_report(plain, spec)
+
+
 @pytest.mark.e2e
 def test_parameters_without_gradients_get_the_find_unused_parameters_hint(
         tmp_path: Path) -> None:

@@ -16,7 +16,10 @@ twice (`ddp_network.module.*` beside `network.*`), a checkpoint the original can
 
 from __future__ import annotations
 
-from distrun.convert.build import statement
+import libcst as cst
+
+from distrun.convert.analysis import dotted, keyword
+from distrun.convert.build import append_keyword, expression, statement
 from distrun.convert.context import Context, Wrapping, WrapSite
 from distrun.convert.options import Target as TargetName
 from distrun.convert.targets.base import TorchDistributed, in_module_class
@@ -45,6 +48,8 @@ class DDP(TorchDistributed):
             ctx.plan.change(line, "model.find_unused", f"`{layer}` {says}, so "
                             f"`{site.wrapper}` is made with find_unused_parameters=True (else "
                             f"DDP stops every rank at the next step); {spare}")
+        if unused:
+            _checkpoints_not_reentrant(ctx, site.wrapper)
         attribute = site.wrapper.removeprefix("self.")
         if attribute != site.wrapper and attribute.isidentifier() and in_module_class(
                 ctx, site.anchor):
@@ -52,3 +57,36 @@ class DDP(TorchDistributed):
                 f'self.__dict__["{attribute}"] = {made}  # not a submodule: the checkpoint '
                 "keeps the original's keys\n"), site.anchor, site.after)
         return Wrapping(statement(f"{site.wrapper} = {made}\n"), site.anchor, site.after)
+
+
+_CHECKPOINTS = frozenset({"torch.utils.checkpoint.checkpoint",
+                          "torch.utils.checkpoint.checkpoint_sequential"})
+
+
+def _checkpoints_not_reentrant(ctx: Context, wrapper: str) -> None:
+    """Activation checkpointing in its reentrant form (`checkpoint(f, x)` without
+    `use_reentrant=False`, torch's default until 2.4) runs a second backward inside the
+    first: with find_unused_parameters=True, DDP marks a parameter ready twice and stops
+    every rank at the first step ("Expected to mark a variable ready only once").
+    `use_reentrant=False` computes the same gradients in one pass."""
+    for call in ctx.facts.calls:
+        given = keyword(call, "use_reentrant")
+        if ctx.facts.call_name(call) not in _CHECKPOINTS or (
+                given is not None and dotted(given.value) == "False"):
+            continue
+        ctx.plan.rewrite(call, _not_reentrant)
+        ctx.plan.change(call, "model.checkpoint_reentrant", "activation checkpointing made "
+                        f"`use_reentrant=False`: `{wrapper}` looks for unused parameters, "
+                        "and the reentrant form's second backward would mark a parameter "
+                        "ready twice (\"Expected to mark a variable ready only once\", every "
+                        "rank stopped at the first step); the same gradients in one pass")
+
+
+def _not_reentrant(node: cst.CSTNode) -> cst.CSTNode:
+    if not isinstance(node, cst.Call):
+        return node
+    if keyword(node, "use_reentrant") is None:
+        return append_keyword(node, "use_reentrant", expression("False"))
+    return node.with_changes(args=[
+        a.with_changes(value=expression("False")) if a.keyword is not None
+        and a.keyword.value == "use_reentrant" else a for a in node.args])

@@ -289,7 +289,10 @@ def _add_sampler(ctx: Context, call: cst.Call, why: str, auto_epoch: bool = Fals
                 "to the sampler. Each rank now reads 1/WORLD_SIZE of the data: the global batch "
                 "is batch_size x WORLD_SIZE" + (
                     "; the order comes from the sampler's own seed (0 + epoch), not torch's "
-                    "generator: even on 1 process the batches differ from the original's"
+                    "generator: even on 1 process the batches differ from the original's" + (
+                        ", and so do torch's later draws (a model built after training): "
+                        "the original's loader took a number from its generator each epoch"
+                        if "AutoEpochSampler" not in sampler else "")
                     if shuffle != "False" else "") + (
                     "; the loader is made anew during training: each new sampler goes on "
                     "from the epoch the last one reached" if "again=" in sampler else ""))

@@ -77,6 +77,9 @@ def place_set_epoch(ctx: Context, at: cst.CSTNode, loader: str,
         body = epoch_loop.body
         target = epoch_loop.target if isinstance(epoch_loop, cst.For) else None
         var = _first_name(target) if target is not None else None
+        if var is not None and any(not assigns_inside(facts, up, loader)
+                                   for up in facts.enclosing_loops(epoch_loop)):
+            var = None  # rounds of epochs over one loader: the sampler's own count goes on
         if not isinstance(body, cst.IndentedBlock):
             plan.finding(epoch_loop, "data.no_epoch_variable",
                          "found no epoch variable to reshuffle with",

@@ -1,5 +1,5 @@
-"""numpy's and Python's global generators, unseeded, started from rank 0's state (part of
-the data transform).
+"""numpy's, Python's and torch's global generators, unseeded, started from rank 0's state
+(part of the data transform).
 
 A project that draws from `numpy.random` (or `random`) and never seeds it gets a
 different stream in each process: Python seeds both from the operating system. What the
@@ -24,8 +24,13 @@ project does not draw from.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
+import libcst as cst
+
+from distrun.convert.analysis import walk
 from distrun.convert.context import Context
-from distrun.convert.idioms import train_loops
+from distrun.convert.idioms import train_loops, trains
 from distrun.convert.transforms.random_draws import reseed_before
 from distrun.convert.transforms.rank0_values import helper_code as rank0_value_code
 
@@ -34,7 +39,16 @@ _LIBRARIES = {
     "numpy": ("numpy.random.", {"numpy.random.seed"}, "numpy.random.get_state()",
               "numpy.random.set_state"),
     "random": ("random.", {"random.seed"}, "random.getstate()", "random.setstate"),
+    # torch seeds its generator from the system too (torch.initial_seed() differs from one
+    # process to the next): a sampler's permutation drawn when it is made, initial weights
+    # kept (deep-copied) before the wrap to rewind to, differ by rank
+    "torch": ("torch.", {"torch.manual_seed", "torch.random.manual_seed"},
+              "torch.get_rng_state()", "torch.set_rng_state"),
 }
+# torch's draws from its global generator (its other names are no draws)
+_TORCH_DRAWS = {"torch.rand", "torch.randn", "torch.randint", "torch.randperm", "torch.normal",
+                "torch.bernoulli", "torch.multinomial", "torch.poisson", "torch.rand_like",
+                "torch.randn_like", "torch.randint_like"}
 # what draws nothing from the global generator
 _NOT_DRAWS = {"numpy.random.seed", "numpy.random.default_rng", "numpy.random.RandomState",
               "numpy.random.Generator", "numpy.random.get_state", "numpy.random.set_state",
@@ -44,10 +58,13 @@ _NOT_DRAWS = {"numpy.random.seed", "numpy.random.default_rng", "numpy.random.Ran
 
 # draws of an order (a shuffle of the batches, a permutation): the ranks must agree on
 # them to share the data out, also during the training
-_ORDERS = {"shuffle", "permutation", "sample", "choice", "choices"}
+_ORDERS = {"shuffle", "permutation", "sample", "choice", "choices", "randperm", "multinomial"}
 
 
-def same_generators(ctx: Context, seed_all: set[str]) -> None:
+def same_generators(ctx: Context, seed_all: set[str],
+                    made_rank0s: Callable[[cst.Call], bool]) -> None:
+    """`made_rank0s(call)`: a draw splits.py makes rank 0's by itself (torch's are then
+    left to it)."""
     facts = ctx.facts
     names = [facts.call_name(c) or "" for c in facts.calls]
     # a seed in the entry (at its top, in its main, or in a helper it calls: `setup_seed`)
@@ -62,7 +79,10 @@ def same_generators(ctx: Context, seed_all: set[str]) -> None:
     entry, n = facts.entry, ctx.names
     for library, (drawn, seeds, state, restore) in _LIBRARIES.items():
         draws = [c for c, name in zip(facts.calls, names, strict=True)
-                 if name.startswith(drawn) and name not in _NOT_DRAWS]
+                 if name.startswith(drawn) and name not in _NOT_DRAWS
+                 and (library != "torch" or name in _TORCH_DRAWS)]
+        if library == "torch":
+            draws = _torch_needs_agreeing(ctx, [c for c in draws if not made_rank0s(c)])
         if not draws or seeded & seeds:
             continue
         if library in entry.bound_names and entry.imports.get(library) != library:
@@ -103,3 +123,35 @@ def _reseed_for_training(ctx: Context, library: str) -> list[int]:
         if reseed_before(ctx, outer, library):
             lines.append(facts.line(outer))
     return sorted(lines)
+
+
+def _torch_needs_agreeing(ctx: Context, draws: list[cst.Call]) -> list[cst.Call]:
+    """torch's draws the ranks must agree on that nothing else makes agree: those in a
+    function or method of the project that does not train (a sampler's permutation drawn
+    in its `__init__`, a split made in a loader helper; the top level's are rank 0's one
+    by one: splits.py), or, when the script deep-copies a model or its state before
+    training (weights to rewind to: the lottery ticket), the first draw of all (each
+    rank's initial weights would be its own; DDP makes only the wrapped model's alike)."""
+    facts, flow = ctx.facts, ctx.flow
+    loops = [*facts.for_loops, *(n for n in facts.nodes(cst.While) if isinstance(n, cst.While))]
+    steps = [loop for loop in loops if trains(facts, loop.body, flow=flow)]
+    training = {id(f) for loop in steps if (f := facts.function(loop)) is not None}
+    def in_training(node: cst.CSTNode, depth: int = 0) -> bool:
+        """In a training loop, or in a function called from one (3 calls deep)."""
+        if any(facts.inside(node, loop) for loop in steps):
+            return True
+        func = facts.function(node)
+        if func is None or depth > 2:
+            return False
+        if id(func) not in training and trains(facts, func, flow=flow):
+            return True  # a step function
+        return any(in_training(site, depth + 1) for site, _ in ctx.calls_of(func))
+
+    kept = [c for c in draws if facts.function(c) is not None and not in_training(c)]
+    if kept:
+        return kept
+    snapshots = [c for c in facts.calls if facts.call_name(c) == "copy.deepcopy" and c.args
+                 and any(isinstance(n, cst.Name) and n.value == "state_dict"
+                         or isinstance(n, cst.Attribute) and n.attr.value == "state_dict"
+                         for n in walk(c.args[0].value))]
+    return draws[:1] if snapshots else []

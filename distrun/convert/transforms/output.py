@@ -51,7 +51,9 @@ _ERROR_LEVELS = frozenset({"error", "exception", "critical"})
 _EXITS = frozenset({"sys.exit", "exit", "quit", "os._exit"})
 # Progress written straight to the console (hand-made progress bars): output like print.
 _STREAM_WRITES = frozenset({"sys.stdout.write", "sys.stderr.write", "sys.stdout.flush",
-                            "sys.stderr.flush"})
+                            "sys.stderr.flush",
+                            # pretty-printers: output like print (`pprint(vars(args))`)
+                            "pprint.pprint", "pprint.pp", "rich.print", "rich.pretty.pprint"})
 _RANK0_CALLS = frozenset({"wandb.log", "wandb.finish", "wandb.watch", "wandb.save",
                           "torchvision.utils.save_image", "matplotlib.pyplot.savefig",
                           "mlflow.log_metric", "mlflow.log_metrics", "mlflow.log_param"})

@@ -78,7 +78,8 @@ def same_splits(ctx: Context) -> None:
     """Each unseeded random choice of data made once: rank 0's on every rank; numpy's and
     Python's generators, when never seeded, rank 0's state after the set-up."""
     facts = ctx.facts
-    same_generators(ctx, _SEED_ALL)
+    same_generators(ctx, _SEED_ALL, lambda call: _made_once(ctx, call) or _in_data_set_init(
+        ctx, call))
     seeded = {library for library, seeds in _SEEDS.items()
               if any(facts.call_name(c) in seeds | _SEED_ALL for c in facts.calls)}
     built: set[int] = set()  # the data sets' constructions already made rank 0's
@@ -108,6 +109,15 @@ def _frame_sample(call: cst.Call) -> bool:
     numpy's generator when not given random_state=)."""
     return isinstance(call.func, cst.Attribute) and call.func.attr.value == "sample" and (
         keyword(call, "frac") is not None or keyword(call, "n") is not None)
+
+
+def _in_data_set_init(ctx: Context, call: cst.Call) -> bool:
+    """Is `call` in a Dataset's `__init__` (what `_drawn_in_a_data_set` takes)?"""
+    facts = ctx.facts
+    func = facts.function(call)
+    cls = facts.enclosing_class(func) if func is not None else None
+    return func is not None and cls is not None and _built_by_init(facts, cls, func) and any(
+        (facts.qualname(b.value) or "").endswith("Dataset") for b in cls.bases)
 
 
 def _drawn_in_a_data_set(ctx: Context, call: cst.Call, built: set[int]) -> bool:
