@@ -33,6 +33,7 @@ IMPORTS: dict[str, Import] = {
     "torch": Import("torch", "import torch", None),
     "numpy": Import("numpy", "import numpy", None),
     "random": Import("random", "import random", None),
+    "sys": Import("sys", "import sys", None),
     "dist": Import("torch.distributed", "import torch.distributed as {name}", "dist"),
     "ddp": Import("torch.nn.parallel.DistributedDataParallel",
                   "from torch.nn.parallel import DistributedDataParallel as {name}", "ddp"),

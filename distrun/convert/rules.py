@@ -250,6 +250,8 @@ _RULES: tuple[tuple[str, str], ...] = (
     ("checkpoint.map_location", "`torch.load` maps onto the rank's own device."),
     ("checkpoint.cache_first", "A file made when missing (`if not os.path.exists(p): make; "
      "save`) is made by rank 0 first; the other ranks wait, then read it."),
+    ("output.hydra_run_folder", "`@hydra.main`: the other ranks write no `.hydra/` "
+     "configuration and no job log in Hydra's run folder."),
     ("output.rank0", "Printing and logging on rank 0 only."),
     ("output.print_value", "`print` handed on as a value (`trace_func=print`) prints on "
      "rank 0 only."),

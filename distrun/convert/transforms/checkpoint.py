@@ -263,29 +263,32 @@ def made_after_early_return(facts: Facts, stmt: cst.CSTNode
             at = next((i for i, s in enumerate(body) if s is child), None)
             for node in body[:at] if at is not None else []:
                 if isinstance(node, cst.If) and node.orelse is None and _cache_test(
-                        facts, node) and _ends_in_return(node):
-                    return node, body[-1]
+                        facts, node) and not (isinstance(node.test, cst.UnaryOperation) and
+                                              isinstance(node.test.operator, cst.Not)) \
+                        and _ends_in_return(node, raises=False):
+                    return node, body[-1]  # (`if not exists(p): raise`: an input checked)
         if isinstance(up, (cst.FunctionDef, cst.ClassDef, cst.For, cst.While)):
             return None
         child = up
     return None
 
 
-def _ends_in_return(node: cst.CSTNode) -> bool:
-    """Does every way through `node`'s block end in a `return` (or `raise`)? Its last
-    statement returns, or is a `with` or an `if`/`else` whose blocks all do."""
+def _ends_in_return(node: cst.CSTNode, raises: bool = True) -> bool:
+    """Does every way through `node`'s block end in a `return` (or a `raise`, unless not
+    `raises`)? Its last statement returns, or is a `with` or an `if`/`else` whose blocks
+    all do."""
     body = getattr(node, "body", None)
     statements = block_body(node)
     last: cst.CSTNode | None = (body.body[-1] if isinstance(body, cst.SimpleStatementSuite)
                                 else statements[-1] if statements else None)
     if isinstance(last, cst.SimpleStatementLine):
         last = last.body[-1]
-    if isinstance(last, (cst.Return, cst.Raise)):
+    if isinstance(last, cst.Return) or raises and isinstance(last, cst.Raise):
         return True
     if isinstance(last, cst.With):
-        return _ends_in_return(last)
+        return _ends_in_return(last, raises)
     if isinstance(last, cst.If) and isinstance(last.orelse, (cst.Else, cst.If)):
-        return _ends_in_return(last) and _ends_in_return(last.orelse)
+        return _ends_in_return(last, raises) and _ends_in_return(last.orelse, raises)
     return False
 
 

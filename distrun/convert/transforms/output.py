@@ -35,6 +35,7 @@ from distrun.convert.context import Context, Transform
 from distrun.convert.file_modes import kept_file, opens_for_writing
 from distrun.convert.object_flow import Place
 from distrun.convert.transforms.checkpoint import made_when_missing
+from distrun.convert.transforms.hydra_runs import rank0_run_folder
 from distrun.convert.transforms.progress_bars import disable_bar
 
 _LOG_LEVELS = frozenset({"debug", "info", "warning", "warn", "error", "exception", "critical",
@@ -107,6 +108,7 @@ def plan_output(ctx: Context) -> None:
             other_ranks.plan_object(ctx, call, name, _guard)
     _print_as_value(ctx)
     _log_as_value(ctx, loggers)
+    rank0_run_folder(ctx)
 
 
 TRANSFORM = Transform("output", plan_output)
