@@ -31,6 +31,7 @@ import libcst as cst
 from distrun.convert.analysis import walk
 from distrun.convert.context import Context
 from distrun.convert.idioms import train_loops, trains
+from distrun.convert.targets.base import in_module_class
 from distrun.convert.transforms.random_draws import reseed_before
 from distrun.convert.transforms.rank0_values import helper_code as rank0_value_code
 
@@ -147,7 +148,8 @@ def _torch_needs_agreeing(ctx: Context, draws: list[cst.Call]) -> list[cst.Call]
             return True  # a step function
         return any(in_training(site, depth + 1) for site, _ in ctx.calls_of(func))
 
-    kept = [c for c in draws if facts.function(c) is not None and not in_training(c)]
+    kept = [c for c in draws if facts.function(c) is not None and not in_training(c)
+            and not in_module_class(ctx, c)]  # (a layer's weights: DDP broadcasts them)
     if kept:
         return kept
     snapshots = [c for c in facts.calls if facts.call_name(c) == "copy.deepcopy" and c.args
