@@ -102,14 +102,22 @@ def place_set_epoch(ctx: Context, at: cst.CSTNode, loader: str,
         plan.finding(at, "data.no_epoch_loop", "found no epoch loop around this training loop",
                      f"call `{loader}.sampler.set_epoch(epoch)` at the start of each epoch")
         return
-    for site, is_method in facts.call_sites(scope):
+    sites = ctx.flow.call_sites(scope)  # (`trainer.train_epoch()` on an instance too)
+    for site, is_method in sites:
         if loader.startswith("self."):
-            arg_code: str | None = loader
+            receiver = site.func.value if isinstance(site.func, cst.Attribute) else None
+            held_by = dotted(receiver) if receiver is not None else None
+            arg_code: str | None = loader if held_by in (None, "self") else \
+                f"{held_by}.{loader.removeprefix('self.')}"  # the instance's own loader
         else:
             arg = facts.argument_for(site, scope, is_method, loader)
             arg_code = dotted(arg) if arg is not None else None
         if arg_code is not None:
             place_set_epoch(ctx, site, arg_code, facts.scope(site), depth + 1, placed)
+    if not sites:
+        plan.finding(at, "data.no_epoch_loop", "found no epoch loop around this training "
+                     "loop, nor a call of its function",
+                     f"call `{loader}.sampler.set_epoch(epoch)` at the start of each epoch")
 
 def set_epoch_on_new_iterators(ctx: Context, sharded: set[str]) -> None:
     """A step loop drawing batches with `next(it)` from `it = iter(loader)`: each new
