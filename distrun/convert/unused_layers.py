@@ -65,6 +65,9 @@ def unused_layers(ctx: Context, model: Model) -> list[tuple[str, cst.CSTNode, st
                                   else NEVER))
                 elif attr in sometimes and attr not in read and attr not in frozen:
                     found.append((f"{member.name.value}.{attr}", node, sometimes[attr]))
+            for attr, node, test in _parameters_under_settings(ctx, family, init):
+                found.append((f"{member.name.value}.{attr}", node,
+                              f"is read only when `{test}` holds (a setting of the model)"))
             for attr, node in _modules_set(ctx, init) if init is not None else []:
                 parts = _piecemeal(family, attr)
                 if parts and attr not in frozen and not any(
@@ -76,6 +79,52 @@ def unused_layers(ctx: Context, model: Model) -> list[tuple[str, cst.CSTNode, st
 
 PARTS = ("is never called whole, only its parts ({}) one by one: any other part it has "
          "(a ResNet's `fc`) gets no gradient")
+
+
+def _parameters_under_settings(ctx: Context, family: list[cst.ClassDef],
+                               init: cst.FunctionDef | None) -> list[tuple[str, cst.CSTNode, str]]:
+    """`self.eps = nn.Parameter(...)` in `init`, read elsewhere only under an `if` on the
+    model's settings (powerful-gnns' `if self.learn_eps:`): with the setting off, a run
+    never gives it a gradient. (The test of the first such `if`, said.)"""
+    found: list[tuple[str, cst.CSTNode, str]] = []
+    facts = ctx.facts
+    if init is None:
+        return found
+    for line in list(init.body.body):
+        small = line.body[0] if isinstance(line, cst.SimpleStatementLine) else None
+        if not isinstance(small, cst.Assign) or not isinstance(small.value, cst.Call) or \
+                facts.call_name(small.value) != "torch.nn.Parameter":
+            continue
+        target = dotted(small.targets[0].target) or ""
+        if not target.startswith("self.") or target.count(".") != 1:
+            continue
+        reads = [n for member in family for n in walk(member) if isinstance(n, cst.Attribute)
+                 and dotted(n) == target and not facts.inside(n, init)
+                 and not isinstance(facts.parent.get(n), cst.AssignTarget)]
+        tests = [_setting_around(facts, family, n) for n in reads]
+        if reads and all(t is not None for t in tests):
+            first = tests[0]
+            assert first is not None
+            found.append((target.removeprefix("self."), line,
+                          " ".join(facts.code(first).split())))
+    return found
+
+
+def _setting_around(facts: Facts, family: list[cst.ClassDef], node: cst.CSTNode,
+                    depth: int = 0) -> cst.BaseExpression | None:
+    """The test of an `if` on the model's settings around `node` in its method, or around
+    every call of that method in the family (`if self.learn_eps: h = self.next_layer_eps(
+    ...)`, one call deep); None where some way reaches it unconditioned."""
+    for up in facts.ancestors(node):
+        if isinstance(up, cst.If) and _settings(up.test):
+            return up.test
+        if isinstance(up, cst.FunctionDef):
+            calls = [c for member in family for c in facts.calls_in(member)
+                     if dotted(c.func) == f"self.{up.name.value}"]
+            tests = [_setting_around(facts, family, c, depth + 1) for c in calls]
+            return tests[0] if depth == 0 and calls and all(
+                t is not None for t in tests) else None
+    return None
 
 
 def _modules_set(ctx: Context, init: cst.FunctionDef) -> list[tuple[str, cst.CSTNode]]:

@@ -40,6 +40,7 @@ MEASURES = Batch("issue25_measures", [
     fixture_case("dict", "data/loaders_in_a_dict.py", "dict"),
     fixture_case("own_sampler", "data/own_sampler_by_steps.py", "own_sampler"),
     fixture_case("reentrant", "model/checkpoint_with_spare_layer.py", "reentrant"),
+    fixture_case("seqfirst", "data/sequence_first_slices.py", "seqfirst"),
 ])
 
 
@@ -276,3 +277,12 @@ def test_reentrant_checkpointing_in_a_model_with_a_spare_layer_trains() -> None:
     run = _proven("reentrant", 0)
     said = run.convert.stdout
     assert "model.find_unused" in said and "model.checkpoint_reentrant" in said, said
+
+
+def test_sequence_first_batches_cut_by_hand_are_split_on_their_batch_axis() -> None:
+    """lkulowski/LSTM_encoder_decoder: `input_tensor[:, b: b + batch_size, :]`, the
+    samples on axis 1. Refused ("no DataLoader found"): only `X[i:i + bs]` was a cut. The
+    ranks now split each batch on its axis (`rank_slice(..., dim=1)`); the script keeps its
+    batch size, the weights are the original's."""
+    run = _proven("seqfirst", 0)
+    assert "dim=1" in (run.folder / "conv" / "seqfirst_ddp.py").read_text()

@@ -25,8 +25,10 @@ can be all of the batch: outside any class (not a layer's noise), in a loop that
 data (a `while`, `range`, `count`) and reads no data by index (no subscript of a name
 bound elsewhere: `x[i:j] + torch.randn_like(x)` is a slice plus noise, not a draw).
 
-Won't: permutations (`random.shuffle`, `np.random.permutation`, `torch.randperm`) walked
-by slices, a generator object (`rng = np.random.default_rng(0)`): left to `data.no_loader`.
+A fresh permutation's first items each step (`np.random.permutation(n)[:bs]`) is such a
+draw (without replacement). Won't: permutations (`random.shuffle`, `np.random.permutation`,
+`torch.randperm`) walked by slices, a generator object (`rng = np.random.default_rng(0)`):
+left to `data.no_loader`.
 """
 
 from __future__ import annotations
@@ -104,18 +106,9 @@ def share_random_draws(ctx: Context) -> bool:
 
 
 def _loops(ctx: Context, within: cst.CSTNode | None = None) -> list[cst.For | cst.While]:
-    found: list[cst.For | cst.While] = []
-
-    class Visit(cst.CSTVisitor):
-        def visit_For(self, node: cst.For) -> None:
-            found.append(node)
-
-        def visit_While(self, node: cst.While) -> None:
-            found.append(node)
-
-    for module in ([within] if within is not None else [m.module for m in ctx.facts.modules]):
-        module.visit(Visit())
-    return found
+    """The loops in `within` (the project's, without), in source order."""
+    return [n for n in ctx.facts.nodes(cst.For, cst.While) if isinstance(
+        n, (cst.For, cst.While)) and (within is None or ctx.facts.inside(n, within))]
 
 
 def _reach(ctx: Context, body: cst.CSTNode, depth: int) -> tuple[bool, frozenset[
@@ -128,7 +121,8 @@ def _reach(ctx: Context, body: cst.CSTNode, depth: int) -> tuple[bool, frozenset
     for call in facts.calls_in(body):
         steps = steps or is_backward(call) or is_optimizer_step(call)
         name = facts.call_name(call) or ""
-        family = next((f for f, names in _DRAWS.items() if name in names), None)
+        family = next((f for f, names in _DRAWS.items() if name in names), None) or (
+            _PERMUTATIONS.get(name) if _prefix_taken(facts, call) else None)
         if family is None and facts.enclosing_class(call) is None:
             family = next((f for f, names in VALUES.items() if name in names), None)
         if family is not None:
@@ -138,6 +132,22 @@ def _reach(ctx: Context, body: cst.CSTNode, depth: int) -> tuple[bool, frozenset
             inner_steps, inner_draws = _reach(ctx, found[0].body, depth + 1)
             steps, draws = steps or inner_steps, draws | inner_draws
     return steps, frozenset(draws)
+
+
+_PERMUTATIONS = {"numpy.random.permutation": "numpy", "torch.randperm": "torch"}
+
+
+def _prefix_taken(facts: Facts, call: cst.Call) -> bool:
+    """`np.random.permutation(n)[:batch_size]`: a fresh permutation's first items, a draw
+    without replacement like `np.random.choice(n, bs, replace=False)` (powerful-gnns'
+    batch of graphs each step), not an epoch's permutation walked in slices."""
+    parent = facts.parent.get(call)
+    if not isinstance(parent, cst.Subscript) or parent.value is not call or len(
+            parent.slice) != 1 or not isinstance(parent.slice[0].slice, cst.Slice):
+        return False
+    part = parent.slice[0].slice
+    return part.upper is not None and part.step is None and (
+        part.lower is None or isinstance(part.lower, cst.Integer) and part.lower.value == "0")
 
 
 def reseed_before(ctx: Context, loop: cst.For | cst.While, family: str) -> bool:

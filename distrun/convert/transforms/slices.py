@@ -50,15 +50,17 @@ def share_slices(ctx: Context) -> bool:
         if var is None or starts is None or not _steps(ctx, loop):
             continue
         by_batch = _BATCH.search(facts.code(starts)) is not None
-        cuts = [node for node in walk(loop.body) if isinstance(node, cst.Subscript)
-                and _cut(facts.code(node), node, var, by_batch)
+        cuts = [(node, axis) for node in walk(loop.body) if isinstance(node, cst.Subscript)
+                and (axis := _cut(facts.code(node), node, var, by_batch)) is not None
                 and facts.function(node) is facts.function(loop)]
         if not cuts:
             continue
         ctx.need("dist", at=loop)
         ctx.define_helper("rank_slice", loop, helper_code(n))
-        for cut in cuts:
-            ctx.plan.rewrite(cut, lambda node: expression(f"{n.rank_slice}({code_of(node)})"))
+        for cut, axis in cuts:
+            dim = f", dim={axis}" if axis else ""
+            ctx.plan.rewrite(cut, lambda node, dim=dim: expression(  # type: ignore[misc]
+                f"{n.rank_slice}({code_of(node)}{dim})"))
             ctx.plan.change(cut, "data.rank_slices", f"the batch cut by hand `"
                             f"{facts.code(cut)}` -> `{n.rank_slice}(...)`: each rank takes "
                             "every WORLD_SIZE-th of its samples, so the ranks split each of "
@@ -97,16 +99,23 @@ def _steps(ctx: Context, loop: cst.For) -> bool:
                for c in facts.calls_in(loop.body))
 
 
-def _cut(code: str, node: cst.Subscript, var: str, by_batch: bool) -> bool:
-    """`X[i:i + batch_size]`, `X[i * bs:(i + 1) * bs]`: one slice whose bounds read the
-    loop's variable, in a loop (or a slice) that says it steps by a batch size."""
-    if len(node.slice) != 1 or not isinstance(node.slice[0].slice, cst.Slice):
-        return False
-    cut = node.slice[0].slice
+def _cut(code: str, node: cst.Subscript, var: str, by_batch: bool) -> int | None:
+    """The axis of `X[i:i + batch_size]`, `X[i * bs:(i + 1) * bs]`, `X[:, b:b + bs, :]`
+    (sequence-first tensors: the batch on axis 1): one slice whose bounds read the loop's
+    variable, the other axes whole (`:`), in a loop (or a slice) that says it steps by a
+    batch size. None if not such a cut."""
+    parts = [e.slice for e in node.slice]
+    cuts = [i for i, part in enumerate(parts) if not (isinstance(part, cst.Slice) and all(
+        b is None for b in (part.lower, part.upper, part.step)))]
+    if len(cuts) != 1 or not isinstance(parts[cuts[0]], cst.Slice):
+        return None
+    cut = parts[cuts[0]]
+    assert isinstance(cut, cst.Slice)
     bounds = [b for b in (cut.lower, cut.upper) if b is not None]
     names = {x.value for b in bounds for x in walk(b) if isinstance(x, cst.Name)}
-    return var in names and cut.step is None and (
+    taken = var in names and cut.step is None and (
         by_batch or _BATCH.search(code.partition("[")[2]) is not None)
+    return cuts[0] if taken else None
 
 
 def _same_permutation(ctx: Context, cut: cst.Subscript, loop: cst.For) -> None:
@@ -136,12 +145,17 @@ def _same_permutation(ctx: Context, cut: cst.Subscript, loop: cst.For) -> None:
 def helper_code(n: Names) -> str:
     return f'''
 
-def {n.rank_slice}(batch):
+def {n.rank_slice}(batch, dim=0):
     """distrun: this rank's part of a batch cut by hand: every WORLD_SIZE-th sample from
     the RANK-th (a batch smaller than WORLD_SIZE gives a rank without a sample its last
-    one, as DistributedSampler pads), so the ranks split each batch among them."""
+    one, as DistributedSampler pads), so the ranks split each batch among them. `dim`:
+    the batch's axis (1 for sequence-first tensors)."""
     if not {n.dist}.is_initialized() or {n.dist}.get_world_size() == 1:
         return batch
-    part = batch[{n.dist}.get_rank()::{n.dist}.get_world_size()]
-    return part if len(part) else batch[-1:]
+    if dim == 0:  # (a list too)
+        part = batch[{n.dist}.get_rank()::{n.dist}.get_world_size()]
+        return part if len(part) else batch[-1:]
+    whole = (slice(None),) * dim
+    part = batch[whole + (slice({n.dist}.get_rank(), None, {n.dist}.get_world_size()),)]
+    return part if part.shape[dim] else batch[whole + (slice(-1, None),)]
 '''
