@@ -138,9 +138,10 @@ def _torch_needs_agreeing(ctx: Context, draws: list[cst.Call]) -> list[cst.Call]
     steps = [loop for loop in loops if trains(facts, loop.body, flow=flow)]
     training = {id(f) for loop in steps if (f := facts.function(loop)) is not None}
     def in_training(node: cst.CSTNode, depth: int = 0) -> bool:
-        """In a training loop, or in a function called from one (3 calls deep)."""
-        if any(facts.inside(node, loop) for loop in steps):
-            return True
+        """In a training loop, in a layer's method, or in a function called from one of
+        them (3 calls deep)."""
+        if any(facts.inside(node, loop) for loop in steps) or in_module_class(ctx, node):
+            return True  # (a layer's weights: DDP broadcasts them; its forward's: a step's)
         func = facts.function(node)
         if func is None or depth > 2:
             return False
@@ -148,8 +149,8 @@ def _torch_needs_agreeing(ctx: Context, draws: list[cst.Call]) -> list[cst.Call]
             return True  # a step function
         return any(in_training(site, depth + 1) for site, _ in ctx.calls_of(func))
 
-    kept = [c for c in draws if facts.function(c) is not None and not in_training(c)
-            and not in_module_class(ctx, c)]  # (a layer's weights: DDP broadcasts them)
+    kept = [c for c in draws if (func := facts.function(c)) is not None
+            and ctx.calls_of(func) and not in_training(c)]  # (never called: a demo)
     if kept:
         return kept
     snapshots = [c for c in facts.calls if facts.call_name(c) == "copy.deepcopy" and c.args
