@@ -165,9 +165,8 @@ class Flow:
         return None
 
     def forward_of(self, call: cst.Call) -> cst.FunctionDef | None:
-        """The `forward` a call of a module object of the project runs (`maml(x, y)`, an
-        instance of a class of the project that defines `forward`), or the `__call__` of a
-        callable object (the Annotated Transformer's `loss_compute(out, y, norm)`)."""
+        """The `forward` a call of a module object of the project runs (`maml(x, y)`), or
+        the `__call__` of a callable object (the Annotated Transformer's loss_compute)."""
         if not isinstance(call.func, (cst.Name, cst.Attribute)):
             return None
         place = self.place_of(call.func)

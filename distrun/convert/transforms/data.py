@@ -19,8 +19,6 @@ has another sampler, or an IterableDataset (reported with the fix).
 
 from __future__ import annotations
 
-import re
-
 import libcst as cst
 
 from distrun.convert.analysis import Facts, dotted, keyword, positional
@@ -38,6 +36,7 @@ from distrun.convert.idioms import (
 from distrun.convert.object_flow import Place
 from distrun.convert.transforms.batch_samplers import sampler_made, share_batch_sampler
 from distrun.convert.transforms.batches import share_hand_made
+from distrun.convert.transforms.dataset_names import hoist_dataset
 from distrun.convert.transforms.epochs import (
     place_set_epochs,
     sampler_code,
@@ -261,7 +260,7 @@ def _add_sampler(ctx: Context, call: cst.Call, why: str, auto_epoch: bool = Fals
         return True
     ds_code = dotted(ds_arg.value)
     if ds_code is None:
-        hoisted = _hoist_dataset(ctx, call, ds_arg)
+        hoisted = hoist_dataset(ctx, call, ds_arg)
         if hoisted is None:
             return False
         ds_code = hoisted
@@ -330,44 +329,6 @@ def _unshared_streams(ctx: Context) -> None:
                              "read the same items", "iterate it in the training loop "
                              "(`for x, y in loader:`), or keep every WORLD_SIZE-th item in "
                              "the dataset's __iter__")
-
-
-def _hoist_dataset(ctx: Context, call: cst.Call, ds_arg: cst.Arg) -> str | None:
-    facts, plan = ctx.facts, ctx.plan
-    stmt = facts.statement(call)
-    inner = next((up for up in facts.ancestors(call) if isinstance(up, _OWN_SCOPES)), None)
-    if inner is not None and _plain(ds_arg.value):
-        return facts.code(ds_arg.value)  # `datasets[x]` in a comprehension: read it twice
-    if not isinstance(stmt, cst.SimpleStatementLine) or inner is not None:
-        plan.finding(call, "data.unnamed_dataset",
-                     "the dataset is built inside the DataLoader call in a "
-                     "place where it cannot be named; loader left unsharded",
-                     "assign the dataset to a variable first, then convert again")
-        return None
-    base = "dataset"
-    named = sorted((n for n in construction_names(facts, call) if "loader" in n),
-                   key=lambda n: (n.startswith("get"), len(n), n))
-    stems = [re.sub(r"\W+", "_", re.sub(r"loaders?", "", n)).strip("_") for n in named]
-    if stems and stems[0]:
-        base = f"{stems[0]}_dataset"
-    name = ctx.names.fresh(base)
-    plan.hoist(ds_arg.value, stmt, name)  # as the other rules rewrite it (a draw in it)
-    plan.change(call, "data.name_dataset",
-                f"dataset assigned to `{name}` so the sampler can see it")
-    return name
-
-
-# Expressions with names of their own: a dataset read there cannot be named before them.
-_OWN_SCOPES = (cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp, cst.Lambda)
-
-
-def _plain(expr: cst.BaseExpression) -> bool:
-    """A name, an attribute or an index of them (`datasets[x]`, `self.sets[phase]`): read
-    twice, it is the same object."""
-    if isinstance(expr, cst.Subscript):
-        return _plain(expr.value) and all(
-            isinstance(e.slice, cst.Index) and _plain(e.slice.value) for e in expr.slice)
-    return dotted(expr) is not None or isinstance(expr, (cst.SimpleString, cst.Integer))
 
 
 def _rebuild_loader(sampler: str) -> Rewrite:

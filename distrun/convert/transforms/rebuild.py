@@ -25,7 +25,7 @@ import re
 
 import libcst as cst
 
-from distrun.convert.analysis import Facts, dotted, keyword, positional, walk
+from distrun.convert.analysis import Facts, dotted, keyword, positional
 from distrun.convert.build import append_keyword, code_of, expression, statement
 from distrun.convert.context import Context
 from distrun.convert.idioms import TrainLoop, origin_names, unwrap_iter
@@ -35,6 +35,7 @@ from distrun.convert.transforms.auto_epoch import define_auto_epoch
 from distrun.convert.transforms.batch_samplers import groups_by_class, sampler_made
 from distrun.convert.transforms.batch_samplers import helper_code as batch_sampler_code
 from distrun.convert.transforms.batches import made_by_hand
+from distrun.convert.transforms.own_samplers import project_sampler, sized_by_batch
 
 _LOADER = re.compile(r"loader|(^|_)dl$", re.IGNORECASE)
 
@@ -221,7 +222,7 @@ def share_sampler(ctx: Context, loader: cst.Call, sampler: cst.BaseExpression) -
     made = sampler_made(facts, loader, sampler)
     if isinstance(made, cst.Call) and facts.call_name(made) not in _SHAREABLE:
         made = _returned_sampler(ctx, made) or made  # `sampler=get_sampler(labels, n)`
-    own = isinstance(made, cst.Call) and _project_sampler(ctx, made)
+    own = isinstance(made, cst.Call) and project_sampler(ctx, made)
     if not isinstance(made, cst.Call) or facts.call_name(made) not in _SHAREABLE and not own:
         return False
     replacement = keyword(made, "replacement")
@@ -247,34 +248,6 @@ def share_sampler(ctx: Context, loader: cst.Call, sampler: cst.BaseExpression) -
                     "WORLD_SIZE")
     ctx.plan.shards_batches(loader)
     return True
-
-
-def sized_by_batch(ctx: Context, loader: cst.Call, count: cst.BaseExpression) -> bool:
-    """Is `count` (a sampler's number of samples) a product with the loader's batch size
-    (`iterations * args.batch_size`): a number of steps times one rank's batch?"""
-    given = keyword(loader, "batch_size") or next(
-        iter(positional(loader)[1:2]), None)
-    size = dotted(given.value) if given is not None else None
-    return size is not None and isinstance(count, cst.BinaryOperation) and isinstance(
-        count.operator, cst.Multiply) and any(dotted(node) == size for node in walk(count)
-                                              if isinstance(node, (cst.Name, cst.Attribute)))
-
-
-def _project_sampler(ctx: Context, made: cst.Call) -> bool:
-    """Is `made` an instance of the project's own Sampler (a class deriving from torch's
-    `Sampler`, with `__iter__`: FixMatch code's InfiniteSampler, a list of randperm passes
-    drawn in `__init__`)? Its indices are listed as it yields them."""
-    cls = ctx.facts.local_definition(made)
-    if not isinstance(cls, cst.ClassDef) or ctx.flow.method(cls, "__iter__") is None:
-        return False
-    current: cst.ClassDef | None = cls
-    while current is not None:
-        if any((ctx.facts.qualname(b.value) or "").startswith("torch.utils.data")
-               and (ctx.facts.qualname(b.value) or "").endswith("Sampler")
-               for b in current.bases):
-            return True
-        current = ctx.flow.base_class(current)
-    return False
 
 
 def _returned_sampler(ctx: Context, call: cst.Call) -> cst.Call | None:
