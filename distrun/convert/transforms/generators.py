@@ -97,11 +97,15 @@ def same_generators(ctx: Context, seed_all: set[str],
                                           facts.line(c)))
         orders = [c for c in draws if (facts.call_name(c) or "").rsplit(".", 1)[-1] in _ORDERS]
         reseeded = [] if orders else _reseed_for_training(ctx, library)
+        drew = (f"`{facts.code(first.func)}(...)` keeps weights drawn from torch's global "
+                "generator (initial weights to rewind to), which the entry script never "
+                "seeds: each process would start it from its own entropy, so each rank would "
+                "keep its own" if facts.call_name(first) == "copy.deepcopy" else
+                f"`{facts.code(first.func)}(...)` draws from {library}'s global generator, "
+                "which the entry script never seeds: each process would start it from its "
+                "own entropy, so what the ranks draw to make their data would differ")
         ctx.plan.change(first, "data.same_generator",
-                        f"`{facts.code(first.func)}(...)` draws from {library}'s global "
-                        "generator, which the entry script never seeds: each process would "
-                        "start it from its own entropy, so what the ranks draw to make their "
-                        "data would differ; after the set-up every rank takes rank 0's state "
+                        f"{drew}; after the set-up every rank takes rank 0's state "
                         f"(`{restore}({n.rank0_value}({state}))`)" + (
                             ", and it is reseeded by rank before the training (line "
                             f"{', '.join(map(str, reseeded))}), so what the steps draw "
@@ -132,11 +136,13 @@ def _torch_needs_agreeing(ctx: Context, draws: list[cst.Call]) -> list[cst.Call]
     in its `__init__`, a split made in a loader helper; the top level's are rank 0's one
     by one: splits.py), or, when the script deep-copies a model or its state before
     training (weights to rewind to: the lottery ticket), the first draw of all (each
-    rank's initial weights would be its own; DDP makes only the wrapped model's alike)."""
+    rank's initial weights would be its own; DDP makes only the wrapped model's alike): the
+    copy, where it is said."""
     facts, flow = ctx.facts, ctx.flow
     loops = [*facts.for_loops, *(n for n in facts.nodes(cst.While) if isinstance(n, cst.While))]
     steps = [loop for loop in loops if trains(facts, loop.body, flow=flow)]
     training = {id(f) for loop in steps if (f := facts.function(loop)) is not None}
+
     def in_training(node: cst.CSTNode, depth: int = 0) -> bool:
         """In a training loop, in a layer's method, or in a function called from one of
         them (3 calls deep)."""
@@ -157,4 +163,4 @@ def _torch_needs_agreeing(ctx: Context, draws: list[cst.Call]) -> list[cst.Call]
                  and any(isinstance(n, cst.Name) and n.value == "state_dict"
                          or isinstance(n, cst.Attribute) and n.attr.value == "state_dict"
                          for n in walk(c.args[0].value))]
-    return draws[:1] if snapshots else []
+    return snapshots[:1]  # (said at the copy: the weights it keeps are drawn)
