@@ -162,5 +162,5 @@ def _torch_needs_agreeing(ctx: Context, draws: list[cst.Call]) -> list[cst.Call]
     snapshots = [c for c in facts.calls if facts.call_name(c) == "copy.deepcopy" and c.args
                  and any(isinstance(n, cst.Name) and n.value == "state_dict"
                          or isinstance(n, cst.Attribute) and n.attr.value == "state_dict"
-                         for n in walk(c.args[0].value))]
+                         for n in walk(c.args[0].value)) and not in_training(c)]
     return snapshots[:1]  # (said at the copy: the weights it keeps are drawn)
